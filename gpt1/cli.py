@@ -1,0 +1,31 @@
+"""The `gpt1` command."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from gpt1.config import ParamsError
+from gpt1.presets import apply_preset, available
+
+app = typer.Typer(no_args_is_help=True, add_completion=False,
+                  help="GPT-1 pretraining and fine-tuning pipeline.")
+
+
+@app.callback()
+def _root() -> None:
+    """GPT-1 pretraining and fine-tuning pipeline (run stages with `dvc repro`)."""
+
+
+@app.command()
+def preset(name: str = typer.Argument(..., help=f"one of {available()}"),
+           params: Path = typer.Option(Path("params.yaml"), help="the params file to rewrite")
+           ) -> None:
+    """Overlay a preset's size and training knobs onto params.yaml (comments are kept)."""
+    try:
+        apply_preset(name, params)
+    except ParamsError as err:
+        typer.echo(f"error: {err}", err=True)
+        raise typer.Exit(2) from None
+    typer.echo(f"{params}: preset {name!r} applied")

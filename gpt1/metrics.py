@@ -1,0 +1,13 @@
+"""Task metrics as the paper reports them, from scikit-learn."""
+
+from __future__ import annotations
+
+import numpy as np
+from sklearn.metrics import accuracy_score
+
+
+def score(metric: str, labels: np.ndarray, predictions: np.ndarray) -> dict[str, float]:
+    """`{metric: value in percent}` for the task's metric."""
+    if metric == "accuracy":
+        return {"accuracy": 100.0 * float(accuracy_score(labels, predictions))}
+    raise ValueError(f"unknown metric {metric!r}")

@@ -1,0 +1,151 @@
+"""GPT-1's Transformer decoder (Radford et al. 2018, §3.1 and §4.1), readable beside the paper.
+
+Post-LN blocks (LayerNorm after each residual sum), tanh-approximated GELU, learned position
+embeddings, an LM head tied to the token embedding, dropout on embeddings, attention and
+residuals, and N(0, 0.02) initialisation. Parameter names follow HuggingFace's `openai-gpt`
+(`tokens_embed`, `h.0.attn.c_attn`, ...); our projections are `nn.Linear` (out, in), where HF's
+`Conv1D` stores (in, out).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+@dataclass(frozen=True)
+class GPT1Config:
+    vocab_size: int
+    n_ctx: int = 512
+    n_embd: int = 768
+    n_layer: int = 12
+    n_head: int = 12
+    embd_pdrop: float = 0.1
+    attn_pdrop: float = 0.1
+    resid_pdrop: float = 0.1
+    layer_norm_epsilon: float = 1e-5
+    initializer_range: float = 0.02
+
+    def save(self, path: Path) -> None:
+        path.write_text(json.dumps(asdict(self), indent=2) + "\n")
+
+    @classmethod
+    def load(cls, path: Path) -> GPT1Config:
+        return cls(**json.loads(path.read_text()))
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, cfg: GPT1Config) -> None:
+        super().__init__()
+        self.n_head = cfg.n_head
+        self.attn_pdrop = cfg.attn_pdrop
+        self.c_attn = nn.Linear(cfg.n_embd, 3 * cfg.n_embd)
+        self.c_proj = nn.Linear(cfg.n_embd, cfg.n_embd)
+        self.resid_dropout = nn.Dropout(cfg.resid_pdrop)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, c = x.shape
+        q, k, v = self.c_attn(x).split(c, dim=2)
+        q, k, v = (z.view(b, t, self.n_head, c // self.n_head).transpose(1, 2) for z in (q, k, v))
+        y = F.scaled_dot_product_attention(
+            q, k, v, is_causal=True, dropout_p=self.attn_pdrop if self.training else 0.0
+        )
+        y = y.transpose(1, 2).contiguous().view(b, t, c)
+        return self.resid_dropout(self.c_proj(y))
+
+
+class MLP(nn.Module):
+    def __init__(self, cfg: GPT1Config) -> None:
+        super().__init__()
+        self.c_fc = nn.Linear(cfg.n_embd, 4 * cfg.n_embd)
+        self.c_proj = nn.Linear(4 * cfg.n_embd, cfg.n_embd)
+        self.dropout = nn.Dropout(cfg.resid_pdrop)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.dropout(self.c_proj(F.gelu(self.c_fc(x), approximate="tanh")))
+
+
+class Block(nn.Module):
+    """Post-LN: n = LN(x + attn(x)); h = LN(n + mlp(n))."""
+
+    def __init__(self, cfg: GPT1Config) -> None:
+        super().__init__()
+        self.attn = CausalSelfAttention(cfg)
+        self.ln_1 = nn.LayerNorm(cfg.n_embd, eps=cfg.layer_norm_epsilon)
+        self.mlp = MLP(cfg)
+        self.ln_2 = nn.LayerNorm(cfg.n_embd, eps=cfg.layer_norm_epsilon)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        n = self.ln_1(x + self.attn(x))
+        return self.ln_2(n + self.mlp(n))
+
+
+class GPT1(nn.Module):
+    """The decoder trunk; `lm_logits` is the tied language-modelling head."""
+
+    def __init__(self, cfg: GPT1Config) -> None:
+        super().__init__()
+        self.config = cfg
+        self.tokens_embed = nn.Embedding(cfg.vocab_size, cfg.n_embd)
+        self.positions_embed = nn.Embedding(cfg.n_ctx, cfg.n_embd)
+        self.drop = nn.Dropout(cfg.embd_pdrop)
+        self.h = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
+        self.apply(self._init_weights)
+
+    def _init_weights(self, module: nn.Module) -> None:
+        if isinstance(module, nn.Linear | nn.Embedding):
+            nn.init.normal_(module.weight, mean=0.0, std=self.config.initializer_range)
+        if isinstance(module, nn.Linear) and module.bias is not None:
+            nn.init.zeros_(module.bias)
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """Hidden states (B, T, n_embd) for token ids (B, T), T <= n_ctx."""
+        t = input_ids.shape[1]
+        if t > self.config.n_ctx:
+            raise ValueError(f"sequence length {t} exceeds n_ctx {self.config.n_ctx}")
+        positions = torch.arange(t, device=input_ids.device)
+        x = self.drop(self.tokens_embed(input_ids) + self.positions_embed(positions))
+        for block in self.h:
+            x = block(x)
+        return x
+
+    def lm_logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """Next-token logits through the LM head tied to the token embedding."""
+        return F.linear(hidden, self.tokens_embed.weight)
+
+    def lm_loss(self, input_ids: torch.Tensor, targets: torch.Tensor,
+                ignore_index: int = -100) -> torch.Tensor:
+        """Mean cross-entropy of predicting `targets` (B, T) from `input_ids` (B, T)."""
+        logits = self.lm_logits(self(input_ids))
+        return F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(),
+                               ignore_index=ignore_index)
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+
+def save_model(model: GPT1, out_dir: Path) -> None:
+    """`config.json` + `model.safetensors` (the tied LM head is the token embedding)."""
+    from safetensors.torch import save_file
+
+    model.config.save(out_dir / "config.json")
+    state = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
+    save_file(state, str(out_dir / "model.safetensors"), metadata={"format": "pt"})
+
+
+def load_model(model_dir: Path, map_location: str | torch.device = "cpu") -> GPT1:
+    """Rebuild a model saved by `save_model`; loading executes no code (safetensors + JSON)."""
+    from safetensors.torch import load_file
+
+    config_path, weights_path = model_dir / "config.json", model_dir / "model.safetensors"
+    for path in (config_path, weights_path):
+        if not path.is_file():
+            raise FileNotFoundError(f"{path}: not found (run the pretrain stage first)")
+    model = GPT1(GPT1Config.load(config_path))
+    model.load_state_dict(load_file(str(weights_path), device=str(map_location)))
+    return model

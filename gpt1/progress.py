@@ -1,0 +1,48 @@
+"""Progress of long loops: a live bar in a terminal, periodic log lines elsewhere (CI, files)."""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from types import TracebackType
+
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+
+class StepProgress:
+    """Report `update(step, **fields)` calls as a bar (TTY) and as a log line every `log_every`."""
+
+    def __init__(self, description: str, total: int, log_every: int,
+                 logger: logging.Logger) -> None:
+        self.description, self.total, self.log_every, self.logger = (
+            description, total, log_every, logger)
+        self._bar: Progress | None = None
+        self._task = None
+        self._started = time.perf_counter()
+
+    def __enter__(self) -> StepProgress:
+        if sys.stderr.isatty():
+            self._bar = Progress(TextColumn("{task.description}"), BarColumn(),
+                                 MofNCompleteColumn(), TimeRemainingColumn(),
+                                 TextColumn("{task.fields[info]}"), transient=False)
+            self._bar.start()
+            self._task = self._bar.add_task(self.description, total=self.total, info="")
+        self._started = time.perf_counter()
+        return self
+
+    def update(self, step: int, **fields: float) -> None:
+        """`step` steps are done; `fields` (loss, lr, ...) describe the latest one."""
+        info = " ".join(f"{k} {v:.4g}" for k, v in fields.items())
+        elapsed = time.perf_counter() - self._started
+        eta = elapsed / step * (self.total - step) if step else float("nan")
+        if self._bar is not None:
+            self._bar.update(self._task, completed=step, info=info)
+        elif step % self.log_every == 0 or step == self.total:
+            self.logger.info("%s %d/%d %s eta %.0fs", self.description, step, self.total, info,
+                             eta)
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if self._bar is not None:
+            self._bar.stop()

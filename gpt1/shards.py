@@ -1,0 +1,85 @@
+"""Token ids in Arrow IPC shards: written in bounded memory, read back memory-mapped."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from gpt1.atomic import atomic_file
+
+COLUMN = "ids"
+
+
+def token_dtype(vocab_size: int) -> np.dtype:
+    """The narrowest unsigned integer type that holds every id of the vocabulary."""
+    return np.dtype(np.uint16) if vocab_size <= 1 << 16 else np.dtype(np.uint32)
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class ShardInfo:
+    file: str
+    tokens: int
+    sha256: str
+
+
+class ShardWriter:
+    """Append token ids; every `shard_tokens` ids become one `NNNNN.arrow` file in `out_dir`."""
+
+    def __init__(self, out_dir: Path, dtype: np.dtype, shard_tokens: int) -> None:
+        self.out_dir, self.dtype, self.shard_tokens = out_dir, dtype, shard_tokens
+        self.shards: list[ShardInfo] = []
+        self._pending: list[np.ndarray] = []
+        self._pending_tokens = 0
+        out_dir.mkdir(parents=True, exist_ok=True)
+
+    def append(self, ids: np.ndarray) -> None:
+        self._pending.append(ids.astype(self.dtype, copy=False))
+        self._pending_tokens += len(ids)
+        while self._pending_tokens >= self.shard_tokens:
+            flat = np.concatenate(self._pending)
+            self._write(flat[: self.shard_tokens])
+            rest = flat[self.shard_tokens:]
+            self._pending, self._pending_tokens = [rest], len(rest)
+
+    def close(self) -> list[ShardInfo]:
+        if self._pending_tokens:
+            self._write(np.concatenate(self._pending))
+        self._pending, self._pending_tokens = [], 0
+        return self.shards
+
+    def _write(self, ids: np.ndarray) -> None:
+        path = self.out_dir / f"{len(self.shards):05d}.arrow"
+        batch = pa.record_batch([pa.array(ids)], names=[COLUMN])
+        with atomic_file(path) as tmp, pa.OSFile(str(tmp), "wb") as sink, \
+                pa.ipc.new_file(sink, batch.schema) as writer:
+            writer.write_batch(batch)
+        self.shards.append(ShardInfo(path.name, len(ids), sha256_file(path)))
+
+
+def read_shard(path: Path) -> np.ndarray:
+    """The ids of one shard as a read-only NumPy view of the memory-mapped file (no copy)."""
+    with pa.ipc.open_file(pa.memory_map(str(path), "r")) as reader:
+        if reader.num_record_batches != 1:
+            raise ValueError(
+                f"{path}: expected one record batch, found {reader.num_record_batches}")
+        return reader.get_batch(0).column(0).to_numpy(zero_copy_only=True)
+
+
+def read_split(split_dir: Path) -> list[np.ndarray]:
+    """Every shard of a split, memory-mapped, in order."""
+    paths = sorted(split_dir.glob("*.arrow"))
+    if not paths:
+        raise FileNotFoundError(f"{split_dir}: no .arrow shards (run the tokenize stage first)")
+    return [read_shard(p) for p in paths]

@@ -1,0 +1,31 @@
+"""Stage `bpe`: learn the BPE vocabulary on the clean corpus."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import pyarrow.parquet as pq
+
+from gpt1.atomic import atomic_dir
+from gpt1.bpe import train_bpe
+from gpt1.config import Params
+from gpt1.corpus import iter_texts
+from tasks.paths import BPE_DIR, CLEAN_DIR
+from tasks.stage import main
+
+log = logging.getLogger("gpt1.bpe")
+
+
+def run(params: Params) -> None:
+    docs = sum(pq.ParquetFile(p).metadata.num_rows for p in sorted(CLEAN_DIR.glob("*.parquet")))
+    tokenizer = train_bpe(iter_texts(CLEAN_DIR), params.bpe.vocab_size, params.bpe.min_frequency,
+                          length=docs, show_progress=sys.stderr.isatty())
+    with atomic_dir(BPE_DIR) as tmp:
+        tokenizer.save(str(tmp / "tokenizer.json"))
+        tokenizer.model.save(str(tmp))  # vocab.json + merges.txt, for other tools
+    log.info("BPE vocabulary: %d tokens (with specials)", tokenizer.get_vocab_size())
+
+
+if __name__ == "__main__":
+    main("bpe", run)

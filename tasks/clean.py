@@ -1,0 +1,35 @@
+"""Stage `clean`: ftfy + standardisation + spaCy tokens for every document, with drop stats."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+from gpt1.atomic import atomic_dir
+from gpt1.config import Params
+from gpt1.corpus import clean_corpus
+from gpt1.parallel import resolve_workers
+from tasks.paths import CLEAN_DIR, RAW_CORPUS
+from tasks.stage import main
+
+log = logging.getLogger("gpt1.clean")
+
+
+def run(params: Params) -> None:
+    inputs = sorted(RAW_CORPUS.glob("*.parquet"))
+    if not inputs:
+        raise FileNotFoundError(f"{RAW_CORPUS}: no Parquet files (run the ingest stage first)")
+    workers = resolve_workers(params.clean.workers)
+    with atomic_dir(CLEAN_DIR) as tmp:
+        stats = clean_corpus(inputs, tmp / "corpus.parquet", workers=workers,
+                             batch_docs=params.clean.batch_docs, min_chars=params.clean.min_chars,
+                             dedupe=params.clean.dedupe)
+        if stats.docs_out == 0:
+            raise ValueError(f"clean: every document was dropped ({dict(stats.dropped)})")
+        (tmp / "stats.json").write_text(json.dumps(stats.as_dict(), indent=2) + "\n")
+    log.info("cleaned %d -> %d documents on %d worker(s); dropped %s", stats.docs_in,
+             stats.docs_out, workers, dict(stats.dropped))
+
+
+if __name__ == "__main__":
+    main("clean", run)

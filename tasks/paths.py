@@ -1,0 +1,16 @@
+"""Where each stage writes (the contracts of DESIGN.md); dvc.yaml declares the same paths."""
+
+from pathlib import Path
+
+RAW_CORPUS = Path("data/raw/corpus")
+RAW_TASKS = Path("data/raw/tasks")
+CLEAN_DIR = Path("data/clean")
+BPE_DIR = Path("artifacts/bpe")
+SHARDS_DIR = Path("data/shards")
+PRETRAIN_DIR = Path("artifacts/pretrain")
+PRETRAIN_METRICS = Path("metrics/pretrain.json")
+PRETRAIN_LIVE = Path("dvclive/pretrain")
+FINETUNE_DIR = Path("artifacts/finetune")
+FINETUNE_METRICS = Path("metrics/finetune")
+FINETUNE_LIVE = Path("dvclive/finetune")
+REPORT = Path("reports/summary.md")

@@ -1,0 +1,68 @@
+"""Stage `pretrain`: GPT-1 language-model pretraining on the token shards."""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+
+import torch
+from dvclive import Live
+
+from gpt1.atomic import atomic_dir, write_text
+from gpt1.bpe import Gpt1Tokenizer
+from gpt1.config import Params
+from gpt1.model import GPT1, GPT1Config, save_model
+from gpt1.pretrain import pretrain
+from gpt1.shards import read_split
+from tasks.paths import BPE_DIR, PRETRAIN_DIR, PRETRAIN_LIVE, PRETRAIN_METRICS, SHARDS_DIR
+from tasks.stage import main
+
+log = logging.getLogger("gpt1.pretrain")
+
+
+def model_config(params: Params, vocab_size: int) -> GPT1Config:
+    m = params.model
+    return GPT1Config(vocab_size=vocab_size, n_ctx=m.n_ctx, n_embd=m.n_embd, n_layer=m.n_layer,
+                      n_head=m.n_head, embd_pdrop=m.dropout, attn_pdrop=m.dropout,
+                      resid_pdrop=m.dropout)
+
+
+def run(params: Params) -> None:
+    tokenizer_path = BPE_DIR / "tokenizer.json"
+    tokenizer = Gpt1Tokenizer.load(tokenizer_path)
+    manifest = json.loads((SHARDS_DIR / "manifest.json").read_text())
+    if manifest["vocab_size"] != tokenizer.vocab_size:
+        raise ValueError(f"{SHARDS_DIR}/manifest.json: vocab_size {manifest['vocab_size']} does "
+                         f"not match {tokenizer_path} ({tokenizer.vocab_size}); re-run tokenize")
+    torch.manual_seed(params.pretrain.seed)
+    model = GPT1(model_config(params, tokenizer.vocab_size))
+    with Live(dir=str(PRETRAIN_LIVE), save_dvc_exp=False, dvcyaml=None, report=None) as live:
+        def on_metrics(step: int, values: dict[str, float]) -> None:
+            live.step = step
+            for name, value in values.items():
+                live.log_metric(name, value, plot=True)
+            live.make_summary()
+
+        result = pretrain(model, read_split(SHARDS_DIR / "train"), read_split(SHARDS_DIR / "val"),
+                          params.pretrain, on_metrics)
+    with atomic_dir(PRETRAIN_DIR) as tmp:
+        save_model(model.cpu(), tmp)
+        shutil.copy(tokenizer_path, tmp / "tokenizer.json")
+    metrics = {
+        "steps": result.steps,
+        "tokens": result.tokens,
+        "train_loss": round(result.train_loss, 4),
+        "val_loss": round(result.val_loss, 4),
+        "val_perplexity": round(result.val_perplexity, 2),
+        "parameters": model.num_parameters(),
+        "seconds": round(result.seconds, 1),
+        "tokens_per_second": round(result.tokens / result.seconds, 1),
+    }
+    write_text(PRETRAIN_METRICS, json.dumps(metrics, indent=2) + "\n")
+    log.info("val loss %.4f (perplexity %.1f) after %d steps", result.val_loss,
+             result.val_perplexity, result.steps)
+
+
+if __name__ == "__main__":
+    main("pretrain", run)

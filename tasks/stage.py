@@ -1,0 +1,34 @@
+"""The command-line shell every stage shares: parse `--params`, set up logging, report errors."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+from collections.abc import Callable
+
+from gpt1.config import Params, ParamsError, load_params
+from gpt1.glue import DataFormatError
+
+log = logging.getLogger("gpt1")
+
+
+def main(name: str, run: Callable[..., None], argv: list[str] | None = None,
+         extra: Callable[[argparse.ArgumentParser], None] | None = None) -> None:
+    """Run stage `name`: `run(params, **extra_args)`; expected failures exit 2 with one message."""
+    parser = argparse.ArgumentParser(prog=f"python -m tasks.{name}")
+    parser.add_argument("--params", default="params.yaml", help="the params file to read")
+    if extra is not None:
+        extra(parser)
+    args = vars(parser.parse_args(argv))
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s",
+                        datefmt="%H:%M:%S", stream=sys.stderr)
+    started = time.perf_counter()
+    try:
+        params: Params = load_params(args.pop("params"))
+        run(params, **args)
+    except (ParamsError, DataFormatError, FileNotFoundError, ValueError) as err:
+        log.error("stage %s failed: %s", name, err)
+        sys.exit(2)
+    log.info("stage %s done in %.1fs", name, time.perf_counter() - started)
