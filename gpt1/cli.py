@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
 import typer
 
@@ -19,9 +20,10 @@ def _root() -> None:
 
 
 @app.command()
-def preset(name: str = typer.Argument(..., help=f"one of {available()}"),
-           params: Path = typer.Option(Path("params.yaml"), help="the params file to rewrite")
-           ) -> None:
+def preset(
+    name: Annotated[str, typer.Argument(help=f"one of {available()}")],
+    params: Annotated[Path, typer.Option(help="the params file to rewrite")] = Path("params.yaml"),
+) -> None:
     """Overlay a preset's size and training knobs onto params.yaml (comments are kept)."""
     try:
         apply_preset(name, params)
@@ -29,3 +31,7 @@ def preset(name: str = typer.Argument(..., help=f"one of {available()}"),
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(2) from None
     typer.echo(f"{params}: preset {name!r} applied")
+
+
+if __name__ == "__main__":
+    app()

@@ -1,0 +1,22 @@
+# The two commands of the README's quick start, and the pieces they are made of.
+.PHONY: install install-dev pipeline test lint
+
+VENV ?= .venv
+export VENV
+BIN := $(VENV)/bin
+
+install:
+	scripts/install.sh
+
+install-dev:
+	scripts/install.sh dev
+
+# Install, then run the whole DAG on the bundled sample (or whatever params.yaml says).
+pipeline: install
+	$(BIN)/dvc repro
+	@echo "report: $(CURDIR)/reports/summary.md"
+
+# Install with the dev tools, lint, then the whole test suite.
+test: install-dev
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest

@@ -1,0 +1,38 @@
+"""The stage graph as DVC declares it in dvc.yaml: the only list of stages there is."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import networkx as nx
+from dvc.repo import Repo
+from dvc.stage import Stage
+
+
+def _address(stage: Stage, repo_root: Path) -> str:
+    """How `dvc repro` run in `repo_root` names the stage: `finetune@sst2`, or `sub/dvc.yaml:x`
+    for a stage declared in another dvc.yaml."""
+    dvcfile = Path(stage.path).resolve().relative_to(repo_root.resolve())
+    return stage.name if dvcfile == Path("dvc.yaml") else f"{dvcfile.as_posix()}:{stage.name}"
+
+
+def _graph(repo_root: Path) -> nx.DiGraph:
+    """Stage addresses, with an edge from each stage to each stage it needs."""
+    with Repo(str(repo_root)) as repo:
+        stages = repo.index.graph
+        return nx.relabel_nodes(stages, {s: _address(s, repo_root) for s in stages.nodes})
+
+
+def run_order(repo_root: Path) -> list[str]:
+    """Every stage, each after all the stages it depends on."""
+    return list(reversed(list(nx.topological_sort(_graph(repo_root)))))
+
+
+def rerun_order(repo_root: Path, target: str) -> list[str]:
+    """What re-running `target` involves, in run order: its upstream stages (run only if they
+    changed), `target` itself, and the stages downstream of it."""
+    graph = _graph(repo_root)
+    if target not in graph:
+        raise ValueError(f"no stage {target!r} in dvc.yaml; stages: {sorted(graph.nodes)}")
+    wanted = {target} | nx.descendants(graph, target) | nx.ancestors(graph, target)
+    return [stage for stage in run_order(repo_root) if stage in wanted]

@@ -1,0 +1,85 @@
+"""Shared fixtures: the real data beside the repo, and throwaway copies of the repository."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from ruamel.yaml import YAML
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = Path(os.environ.get("GPT1_SHARED_DATA", REPO.parent / "shared" / "data"))
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """`../shared/data`; under CI=true its absence fails the test instead of skipping it."""
+    if not (SHARED_DATA / "glue" / "SST-2" / "train.tsv").is_file():
+        message = f"real data not found at {SHARED_DATA} (set GPT1_SHARED_DATA)"
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return SHARED_DATA
+
+
+def run(cmd: list[str], cwd: Path, env: dict[str, str] | None = None,
+        timeout: float = 600) -> subprocess.CompletedProcess:
+    """Run a command, failing the test with its output if it exits non-zero."""
+    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, **(env or {})})
+    if proc.returncode:
+        pytest.fail(f"{' '.join(cmd)} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def dvc(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return run([sys.executable, "-m", "dvc", *args], cwd)
+
+
+def edit_params(repo: Path, **changes: object) -> None:
+    """Set dotted keys of the copy's params.yaml (`**{"finetune.train.lr": 0.1}`)."""
+    yaml = YAML()
+    path = repo / "params.yaml"
+    data = yaml.load(path.read_text())
+    for dotted, value in changes.items():
+        *parents, leaf = dotted.split(".")
+        node = data
+        for key in parents:
+            node = node[key]
+        node[leaf] = value
+    with path.open("w") as fh:
+        yaml.dump(data, fh)
+
+
+def copy_repo(dest: Path) -> Path:
+    """The repository's tracked and untracked-but-not-ignored files in a fresh git repo."""
+    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO,
+                            capture_output=True, text=True, check=True).stdout.split("\0")
+    for rel in filter(None, listed):
+        src = REPO / rel
+        if src.is_file():
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / rel)
+    git = ["git", "-c", "user.email=test@gpt1.local", "-c", "user.name=gpt1 tests"]
+    run(["git", "init", "-q"], dest)
+    run([*git, "add", "-A"], dest)
+    run([*git, "commit", "-qm", "copy"], dest)  # DVCLive needs a commit to stand on
+    return dest
+
+
+@pytest.fixture()
+def tiny_repo(tmp_path: Path, shared_data: Path) -> Path:
+    """A copy of the repo on the `tiny` preset, fed one book and a slice of SST-2."""
+    repo = copy_repo(tmp_path / "repo")
+    run([sys.executable, "-m", "gpt1.cli", "preset", "tiny"], repo)
+    edit_params(repo, **{
+        "ingest.root": str(shared_data),
+        "ingest.corpus": ["corpus/books/pg11_alice_in_wonderland.txt"],
+        "ingest.max_train_examples": 300,
+        "ingest.max_dev_examples": 100,
+    })
+    return repo

@@ -1,0 +1,91 @@
+"""gpt1.atomic: outputs appear whole or not at all, and no temporary file is left behind."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gpt1.atomic import atomic_dir, atomic_file, write_text
+
+
+class Boom(RuntimeError):
+    pass
+
+
+def _names(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir())
+
+
+def test_atomic_file_writes_and_leaves_only_the_file(tmp_path: Path) -> None:
+    dest = tmp_path / "out.txt"
+    with atomic_file(dest) as tmp:
+        assert tmp.parent == dest.parent and tmp != dest
+        tmp.write_text("new")
+        assert not dest.exists()  # nothing is visible before the block succeeds
+    assert dest.read_text() == "new"
+    assert _names(tmp_path) == ["out.txt"]
+
+
+def test_atomic_file_failure_keeps_old_file_and_removes_temp(tmp_path: Path) -> None:
+    dest = tmp_path / "out.txt"
+    dest.write_text("old")
+    with pytest.raises(Boom), atomic_file(dest) as tmp:
+        tmp.write_text("half-writt")
+        raise Boom
+    assert dest.read_text() == "old"
+    assert _names(tmp_path) == ["out.txt"]
+
+
+def test_atomic_file_failure_creates_nothing_when_absent(tmp_path: Path) -> None:
+    dest = tmp_path / "sub" / "out.txt"  # parent is created on the way
+    with pytest.raises(Boom), atomic_file(dest) as tmp:
+        tmp.write_text("x")
+        raise Boom
+    assert not dest.exists()
+    assert _names(tmp_path / "sub") == []
+
+
+def test_atomic_dir_replaces_whole_directory(tmp_path: Path) -> None:
+    dest = tmp_path / "outdir"
+    dest.mkdir()
+    (dest / "stale.txt").write_text("stale")
+    with atomic_dir(dest) as tmp:
+        assert tmp.is_dir() and list(tmp.iterdir()) == []
+        (tmp / "a.txt").write_text("a")
+        (tmp / "nested").mkdir()
+        (tmp / "nested" / "b.txt").write_text("b")
+        assert (dest / "stale.txt").read_text() == "stale"  # old one still in place meanwhile
+    assert _names(dest) == ["a.txt", "nested"]
+    assert (dest / "nested" / "b.txt").read_text() == "b"
+    assert _names(tmp_path) == ["outdir"]  # no .tmp and no .old-<pid> left
+
+
+def test_atomic_dir_failure_keeps_old_directory_and_removes_temp(tmp_path: Path) -> None:
+    dest = tmp_path / "outdir"
+    dest.mkdir()
+    (dest / "keep.txt").write_text("keep")
+    with pytest.raises(Boom), atomic_dir(dest) as tmp:
+        (tmp / "partial.txt").write_text("partial")
+        (tmp / "deep").mkdir()
+        (tmp / "deep" / "x").write_text("x")
+        raise Boom
+    assert _names(dest) == ["keep.txt"]
+    assert (dest / "keep.txt").read_text() == "keep"
+    assert _names(tmp_path) == ["outdir"]
+
+
+def test_atomic_dir_failure_creates_nothing_when_absent(tmp_path: Path) -> None:
+    with pytest.raises(Boom), atomic_dir(tmp_path / "never") as tmp:
+        (tmp / "f").write_text("f")
+        raise Boom
+    assert _names(tmp_path) == []
+
+
+def test_write_text_is_utf8(tmp_path: Path) -> None:
+    dest = tmp_path / "a" / "b.md"
+    write_text(dest, "naïve — ✓\n")
+    assert dest.read_bytes() == "naïve — ✓\n".encode()
+    write_text(dest, "second")
+    assert dest.read_text(encoding="utf-8") == "second"
+    assert _names(dest.parent) == ["b.md"]

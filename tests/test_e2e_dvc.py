@@ -1,0 +1,54 @@
+"""`dvc repro` end to end on the tiny preset against the real data in ../shared/data."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from dvc.repo import Repo
+
+from tests.conftest import dvc, edit_params
+
+pytestmark = pytest.mark.e2e
+
+
+def ran_stages(output: str) -> list[str]:
+    return re.findall(r"Running stage '([^']+)'", output)
+
+
+def declared_outputs(repo: Path) -> list[Path]:
+    with Repo(str(repo)) as dvc_repo:
+        return [Path(out.fs_path) for stage in dvc_repo.index.stages for out in stage.outs]
+
+
+def test_dvc_repro_end_to_end(tiny_repo: Path) -> None:
+    first = dvc("repro", cwd=tiny_repo)
+    assert ran_stages(first.stdout) == ["ingest", "clean", "bpe", "tokenize", "pretrain",
+                                        "finetune@sst2", "report"]
+    outputs = declared_outputs(tiny_repo)
+    assert len(outputs) >= 10
+    for path in outputs:
+        assert path.exists(), f"declared output {path} missing"
+
+    report = (tiny_repo / "reports" / "summary.md").read_text()
+    sst2 = json.loads((tiny_repo / "metrics" / "finetune" / "sst2.json").read_text())
+    assert f"| SST-2 | accuracy | {sst2['dev']['accuracy']:.1f} | 91.3 |" in report
+    assert sst2["dev_examples"] == 100 and sst2["train_examples"] == 300
+    manifest = json.loads((tiny_repo / "data" / "shards" / "manifest.json").read_text())
+    assert manifest["dtype"] == "uint16" and manifest["splits"]["val"]["tokens"] > 0
+
+    # Nothing changed: nothing runs.
+    second = dvc("repro", cwd=tiny_repo)
+    assert ran_stages(second.stdout) == []
+    assert "up to date" in dvc("status", cwd=tiny_repo).stdout
+
+    # A fine-tuning knob re-runs fine-tuning and the report only.
+    edit_params(tiny_repo, **{"finetune.train.lr": 0.002})
+    third = dvc("repro", cwd=tiny_repo)
+    assert ran_stages(third.stdout) == ["finetune@sst2", "report"]
+
+    # One task, forced, alone.
+    forced = dvc("repro", "-s", "-f", "finetune@sst2", cwd=tiny_repo)
+    assert ran_stages(forced.stdout) == ["finetune@sst2"]

@@ -1,0 +1,107 @@
+"""gpt1.shards: token ids split into Arrow shards and read back memory-mapped without a copy."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from gpt1.shards import ShardInfo, ShardWriter, read_shard, read_split, sha256_file, token_dtype
+
+
+def test_token_dtype() -> None:
+    assert token_dtype(500) == np.uint16
+    assert token_dtype(65536) == np.uint16  # ids 0..65535 fit
+    assert token_dtype(65537) == np.uint32
+    assert token_dtype(40478) == np.uint16
+
+
+def _write(out: Path, chunks: list[np.ndarray], shard_tokens: int,
+           dtype: np.dtype = np.dtype(np.uint16)) -> list[ShardInfo]:
+    writer = ShardWriter(out, dtype, shard_tokens)
+    for chunk in chunks:
+        writer.append(chunk)
+    return writer.close()
+
+
+def test_splits_at_shard_tokens(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    chunks = [rng.integers(0, 500, size=n) for n in (7, 18, 0, 3, 1)]
+    infos = _write(tmp_path / "train", chunks, shard_tokens=10)
+    assert [i.file for i in infos] == ["00000.arrow", "00001.arrow", "00002.arrow"]
+    assert [i.tokens for i in infos] == [10, 10, 9]
+    assert sorted(p.name for p in (tmp_path / "train").iterdir()) == [i.file for i in infos]
+    got = np.concatenate(read_split(tmp_path / "train"))
+    np.testing.assert_array_equal(got, np.concatenate(chunks))
+    assert got.dtype == np.uint16
+
+
+def test_exact_multiple_leaves_no_empty_shard(tmp_path: Path) -> None:
+    infos = _write(tmp_path, [np.arange(20)], shard_tokens=10)
+    assert [i.tokens for i in infos] == [10, 10]
+    assert _write(tmp_path / "empty", [], shard_tokens=10) == []
+
+
+def test_sha256_matches_the_file(tmp_path: Path) -> None:
+    infos = _write(tmp_path, [np.arange(25)], shard_tokens=10)
+    for info in infos:
+        data = (tmp_path / info.file).read_bytes()
+        assert info.sha256 == hashlib.sha256(data).hexdigest()
+        assert info.sha256 == sha256_file(tmp_path / info.file)
+    assert len({i.sha256 for i in infos}) == 3
+
+
+def test_read_shard_is_a_read_only_zero_copy_memory_map(tmp_path: Path) -> None:
+    values = np.arange(1000, 1000 + 64, dtype=np.uint16)
+    (info,) = _write(tmp_path, [values], shard_tokens=1000)
+    path = tmp_path / info.file
+    before = pa.total_allocated_bytes()
+    arr = read_shard(path)
+    assert pa.total_allocated_bytes() == before  # nothing was copied into Arrow's memory
+    np.testing.assert_array_equal(arr, values)
+    assert arr.dtype == np.uint16
+    assert not arr.flags.writeable
+    with pytest.raises(ValueError):
+        arr[0] = 1
+    # The array is a view of the file's pages: a change to the file shows through it.
+    data = path.read_bytes()
+    offset = data.find(values.tobytes())
+    assert offset >= 0 and data.count(values.tobytes()) == 1
+    with path.open("r+b") as fh:
+        fh.seek(offset)
+        fh.write(np.array([7], dtype=np.uint16).tobytes())
+    assert arr[0] == 7 and arr[1] == 1001
+
+
+def test_uint32_when_the_vocabulary_is_large(tmp_path: Path) -> None:
+    dtype = token_dtype(100_000)
+    values = np.array([0, 65535, 65536, 99_999, 12], dtype=np.int64)
+    infos = _write(tmp_path, [values], shard_tokens=3, dtype=dtype)
+    shards = read_split(tmp_path)
+    assert [s.dtype for s in shards] == [np.uint32, np.uint32]
+    np.testing.assert_array_equal(np.concatenate(shards), values)
+    assert [i.tokens for i in infos] == [3, 2]
+
+
+def test_no_temporary_files_left(tmp_path: Path) -> None:
+    _write(tmp_path, [np.arange(35)], shard_tokens=10)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "00000.arrow", "00001.arrow", "00002.arrow", "00003.arrow"]
+
+
+def test_read_split_needs_shards(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match="no .arrow shards"):
+        read_split(tmp_path)
+
+
+def test_read_shard_rejects_several_batches(tmp_path: Path) -> None:
+    path = tmp_path / "two.arrow"
+    batch = pa.record_batch([pa.array(np.arange(4, dtype=np.uint16))], names=["ids"])
+    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, batch.schema) as writer:
+        writer.write_batch(batch)
+        writer.write_batch(batch)
+    with pytest.raises(ValueError, match="expected one record batch, found 2"):
+        read_shard(path)

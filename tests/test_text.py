@@ -1,0 +1,80 @@
+"""gpt1.text: the original GPT-1 standardisation, and spaCy tokens after ftfy."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gpt1.text import TextCleaner, text_standardize
+
+
+def reference_text_standardize(text: str) -> str:
+    """Verbatim from openai/finetune-transformer-lm, utils.py."""
+    text = text.replace('—', '-')
+    text = text.replace('–', '-')
+    text = text.replace('―', '-')
+    text = text.replace('…', '...')
+    text = text.replace('´', "'")
+    text = re.sub(r'''(-+|~+|!+|"+|;+|\?+|\++|,+|\)+|\(+|\\+|\/+|\*+|\[+|\]+|}+|{+|\|+|_+)''',
+                  r' \1 ', text)
+    text = re.sub(r'\s*\n\s*', ' \n ', text)
+    text = re.sub(r'[^\S\n]+', ' ', text)
+    return text.strip()
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("Hello\u2014world", "Hello - world"),  # em dash
+    ("1990\u20132000", "1990 - 2000"),  # en dash
+    ("yes\u2015no", "yes - no"),  # horizontal bar
+    ("wait\u2026", "wait..."),  # ellipsis is not spaced out (dots are not in the list)
+    ("it\u00b4s", "it's"),  # acute accent becomes an apostrophe
+    ("a,b;c!d?e", "a , b ; c ! d ? e"),
+    ("wow!!! really??", "wow !!! really ??"),  # runs stay together
+    ('say "hi"', 'say " hi "'),
+    ("(a) [b] {c}", "( a ) [ b ] { c }"),
+    ("a/b a\\b a*b a_b a|b a+b a~b", "a / b a \\ b a * b a _ b a | b a + b a ~ b"),
+    ("well---then", "well --- then"),
+    ("don't stop.", "don't stop."),  # apostrophes and full stops are left to spaCy
+    ("one\n\n  two", "one \n two"),  # newlines kept, collapsed, space-padded
+    ("  lots \t of   space  ", "lots of space"),
+    ("line\r\nbreak", "line \n break"),
+])
+def test_text_standardize_examples(text: str, expected: str) -> None:
+    assert text_standardize(text) == expected
+    assert reference_text_standardize(text) == expected
+
+
+@settings(max_examples=300, derandomize=True, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("ab .,'\"-!?;()[]{}/\\*_|+~\n\t\r \u2014\u2013"
+                                              "\u2015\u2026\u00b4\u00a0x")), max_size=40))
+def test_text_standardize_matches_reference(text: str) -> None:
+    assert text_standardize(text) == reference_text_standardize(text)
+
+
+@pytest.fixture(scope="module")
+def cleaner() -> TextCleaner:
+    return TextCleaner()
+
+
+def test_contractions_split_as_spacy_does(cleaner: TextCleaner) -> None:
+    assert cleaner.tokens("don't") == ["do", "n't"]
+    assert cleaner("I don't know, he said.") == "I do n't know , he said ."
+    assert cleaner("We can't, won't.") == "We ca n't , wo n't ."
+
+
+def test_cleaner_drops_newlines_and_fixes_text(cleaner: TextCleaner) -> None:
+    assert cleaner("line one\n\nline two") == "line one line two"
+    assert cleaner("sch\u00c3\u00b6n") == "sch\u00f6n"  # mojibake repaired by ftfy
+    assert cleaner("\u201cHi,\u201d she said\u2026") == '" Hi , " she said ...'
+    assert cleaner("Well\u2014I") == "Well - I"
+
+
+def test_cleaner_output_is_single_spaced(cleaner: TextCleaner) -> None:
+    out = cleaner("  A  messy\t\ttext \n\n with (brackets)  and  \"quotes\" ;  ")
+    assert out == 'A messy text with ( brackets ) and " quotes " ;'
+    assert "  " not in out and out == out.strip()
+    assert cleaner("") == ""
+    assert cleaner(" \n\t ") == ""
