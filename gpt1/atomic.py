@@ -10,6 +10,12 @@ from contextlib import contextmanager
 from pathlib import Path
 
 
+def _umask() -> int:
+    current = os.umask(0)
+    os.umask(current)
+    return current
+
+
 def _fsync_dir(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -26,6 +32,9 @@ def atomic_file(dest: Path | str) -> Iterator[Path]:
     fd, tmp_name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
     os.close(fd)
     tmp = Path(tmp_name)
+    # mkstemp makes the file 0600: give it the mode a plain write would (or dest's, if it exists)
+    mode = dest.stat().st_mode & 0o7777 if dest.exists() else 0o666 & ~_umask()
+    tmp.chmod(mode)
     try:
         yield tmp
         with open(tmp, "rb+") as fh:
@@ -42,11 +51,13 @@ def atomic_dir(dest: Path | str) -> Iterator[Path]:
     dest = Path(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent))
+    tmp.chmod(0o777 & ~_umask())  # mkdtemp makes it 0700
     try:
         yield tmp
         old = None
         if dest.exists():
-            old = dest.with_name(f".{dest.name}.old-{os.getpid()}")
+            # renaming a directory onto an empty one is allowed: a unique, empty name
+            old = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".old", dir=dest.parent))
             os.replace(dest, old)
         os.replace(tmp, dest)
         _fsync_dir(dest.parent)

@@ -8,6 +8,8 @@ from collections.abc import Iterator
 _START = re.compile(r"^\*\*\* ?START OF (THIS|THE) PROJECT GUTENBERG.*$", re.MULTILINE | re.I)
 _END = re.compile(r"^\*\*\* ?END OF (THIS|THE) PROJECT GUTENBERG.*$", re.MULTILINE | re.I)
 _BLANK_LINES = re.compile(r"\n[ \t]*\n+")
+# Boilerplate paragraphs inside the markers: the transcriber's credit and the closing line.
+_BOILERPLATE = re.compile(r"^(Produced by |End of (the )?Project Gutenberg)", re.I)
 
 
 def strip_gutenberg(text: str) -> str:
@@ -39,6 +41,8 @@ def split_documents(text: str, doc_chars: int) -> list[str]:
     current: list[str] = []
     size = 0
     for para in paragraphs(strip_gutenberg(text)):
+        if _BOILERPLATE.match(para):
+            continue
         current.append(para)
         size += len(para) + 1
         if size >= doc_chars:

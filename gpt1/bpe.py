@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -28,7 +29,32 @@ def train_bpe(texts: Iterable[str], vocab_size: int, min_frequency: int,
                                   special_tokens=[UNK], end_of_word_suffix=END_OF_WORD,
                                   show_progress=show_progress)
     tokenizer.train_from_iterator(texts, trainer=trainer, length=length)
+    tokenizer = _renumbered(tokenizer)
     tokenizer.add_special_tokens(list(SPECIAL_TOKENS))
+    return tokenizer
+
+
+def _renumbered(trained: Tokenizer) -> Tokenizer:
+    """The same BPE with ids in a canonical order, GPT-1's: `<unk>`, single characters, single
+    characters + `</w>`, then each merge's result in merge order.
+
+    `tokenizers` numbers the `</w>` characters in hash-map order, which changes from process to
+    process (huggingface/tokenizers#1794), so without this two identical runs write different ids.
+    """
+    model = json.loads(trained.to_str())["model"]
+    merges = [tuple(m.split(" ", 1)) if isinstance(m, str) else tuple(m) for m in model["merges"]]
+    merged = [a + b for a, b in merges]
+    merged_set = set(merged)
+    base = sorted((tok for tok in model["vocab"] if tok != UNK and tok not in merged_set),
+                  key=lambda tok: (tok.endswith(END_OF_WORD), tok))
+    vocab: dict[str, int] = {}
+    for tok in [UNK, *base, *merged]:
+        vocab.setdefault(tok, len(vocab))
+    tokenizer = Tokenizer(models.BPE(vocab=vocab, merges=merges, unk_token=UNK,
+                                     end_of_word_suffix=END_OF_WORD))
+    tokenizer.normalizer = trained.normalizer
+    tokenizer.pre_tokenizer = trained.pre_tokenizer
+    tokenizer.decoder = trained.decoder
     return tokenizer
 
 

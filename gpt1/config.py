@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from gpt1.registry import TASKS
-
 DEFAULT_PARAMS = Path("params.yaml")
+_SUBKEY = re.compile(r"^[\w.]+: ")
 
 
 class Section(BaseModel):
@@ -97,15 +97,21 @@ class FinetuneParams(Section):
 
     @model_validator(mode="after")
     def _overrides_cover_tasks(self) -> FinetuneParams:
+        if len(set(self.tasks)) != len(self.tasks):
+            raise ValueError(f"tasks lists a task twice: {self.tasks}")
         for name in self.tasks:
-            if name not in TASKS:
-                raise ValueError(f"unknown task {name!r} in tasks; known: {sorted(TASKS)}")
             if name not in self.overrides:
                 raise ValueError(f"overrides.{name} is missing (use `{name}: {{}}` for none)")
         for name, override in self.overrides.items():
             unknown = set(override) - set(FinetuneTrainParams.model_fields)
             if unknown:
                 raise ValueError(f"overrides.{name}: unknown keys {sorted(unknown)}")
+            try:
+                self.for_task(name)
+            except ValidationError as err:
+                bad = "; ".join(f"overrides.{name}.{'.'.join(map(str, e['loc']))}: {e['msg']}"
+                                f" (got {e['input']!r})" for e in err.errors())
+                raise ValueError(bad) from None
         return self
 
     def for_task(self, name: str) -> FinetuneTrainParams:
@@ -131,8 +137,12 @@ def _format_errors(path: Path, err: ValidationError) -> str:
     lines = [f"{path}: {err.error_count()} invalid value(s)"]
     for e in err.errors():
         key = ".".join(str(part) for part in e["loc"]) or "<root>"
-        got = "" if e["type"] == "missing" else f" (got {e['input']!r})"
-        lines.append(f"  {key}: {e['msg']}{got}")
+        if e["type"] == "value_error":  # our validators: the message may start with a sub-key
+            msg = e["msg"].removeprefix("Value error, ")
+            lines.append(f"  {key}.{msg}" if _SUBKEY.match(msg) else f"  {key}: {msg}")
+        else:
+            got = "" if e["type"] == "missing" else f" (got {e['input']!r})"
+            lines.append(f"  {key}: {e['msg']}{got}")
     return "\n".join(lines)
 
 

@@ -85,12 +85,3 @@ def _drop_reason(text: str, min_chars: int, seen: set[bytes] | None) -> str | No
         seen.add(digest)
     return None
 
-
-def iter_texts(corpus_dir: Path, batch_docs: int = 256) -> Iterator[str]:
-    """Stream the `text` column of every Parquet file in `corpus_dir`, in order."""
-    files = sorted(corpus_dir.glob("*.parquet"))
-    if not files:
-        raise FileNotFoundError(f"{corpus_dir}: no Parquet files (run the stage before)")
-    for path in files:
-        for batch in pq.ParquetFile(path).iter_batches(batch_size=batch_docs, columns=["text"]):
-            yield from batch.column(0).to_pylist()

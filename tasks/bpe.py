@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 from gpt1.atomic import atomic_dir
 from gpt1.bpe import train_bpe
 from gpt1.config import Params
-from gpt1.corpus import iter_texts
+from gpt1.documents import iter_texts
 from tasks.paths import BPE_DIR, CLEAN_DIR
 from tasks.stage import main
 

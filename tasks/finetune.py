@@ -19,7 +19,7 @@ from gpt1.device import resolve_device, resolve_dtype
 from gpt1.finetune import SequenceClassifier, finetune, predict_logits
 from gpt1.metrics import score
 from gpt1.model import load_model
-from gpt1.registry import TASKS
+from gpt1.registry import TASKS, task_spec
 from gpt1.text import TextCleaner
 from gpt1.transforms import classification_input, encode_texts
 from tasks.paths import FINETUNE_DIR, FINETUNE_LIVE, FINETUNE_METRICS, PRETRAIN_DIR, RAW_TASKS
@@ -40,7 +40,7 @@ def _encode(split_path: Path, tok: Gpt1Tokenizer, cleaner: TextCleaner,
 def run(params: Params, task: str) -> None:
     if task not in params.finetune.tasks:
         raise ValueError(f"task {task!r} is not in finetune.tasks {params.finetune.tasks}")
-    spec = TASKS[task]
+    spec = task_spec(task)
     cfg = params.finetune.for_task(task)
     tok = Gpt1Tokenizer.load(PRETRAIN_DIR / "tokenizer.json")
     trunk = load_model(PRETRAIN_DIR)

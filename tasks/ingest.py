@@ -11,7 +11,8 @@ import pyarrow.parquet as pq
 from gpt1.atomic import atomic_dir
 from gpt1.books import split_documents
 from gpt1.config import Params
-from gpt1.registry import SPLITS, read_task_split
+from gpt1.readers import read_task_split
+from gpt1.registry import SPLITS
 from tasks.paths import RAW_CORPUS, RAW_TASKS
 from tasks.stage import main
 

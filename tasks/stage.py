@@ -9,7 +9,6 @@ import time
 from collections.abc import Callable
 
 from gpt1.config import Params, ParamsError, load_params
-from gpt1.glue import DataFormatError
 
 log = logging.getLogger("gpt1")
 
@@ -28,7 +27,7 @@ def main(name: str, run: Callable[..., None], argv: list[str] | None = None,
     try:
         params: Params = load_params(args.pop("params"))
         run(params, **args)
-    except (ParamsError, DataFormatError, FileNotFoundError, ValueError) as err:
+    except (ParamsError, FileNotFoundError, ValueError) as err:  # bad input, not a bug
         log.error("stage %s failed: %s", name, err)
         sys.exit(2)
     log.info("stage %s done in %.1fs", name, time.perf_counter() - started)

@@ -10,7 +10,7 @@ import numpy as np
 from gpt1.atomic import atomic_dir
 from gpt1.bpe import Gpt1Tokenizer
 from gpt1.config import Params
-from gpt1.corpus import iter_texts
+from gpt1.documents import iter_texts
 from gpt1.shards import ShardWriter, sha256_file, token_dtype
 from tasks.paths import BPE_DIR, CLEAN_DIR, SHARDS_DIR
 from tasks.stage import main

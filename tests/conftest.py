@@ -9,7 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from ruamel.yaml import YAML
+
+from gpt1.presets import nest, update_params
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("GPT1_SHARED_DATA", REPO.parent / "shared" / "data"))
@@ -42,17 +43,7 @@ def dvc(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 
 def edit_params(repo: Path, **changes: object) -> None:
     """Set dotted keys of the copy's params.yaml (`**{"finetune.train.lr": 0.1}`)."""
-    yaml = YAML()
-    path = repo / "params.yaml"
-    data = yaml.load(path.read_text())
-    for dotted, value in changes.items():
-        *parents, leaf = dotted.split(".")
-        node = data
-        for key in parents:
-            node = node[key]
-        node[leaf] = value
-    with path.open("w") as fh:
-        yaml.dump(data, fh)
+    update_params(repo / "params.yaml", nest(changes))
 
 
 def copy_repo(dest: Path) -> Path:

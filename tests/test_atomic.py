@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -89,3 +91,24 @@ def test_write_text_is_utf8(tmp_path: Path) -> None:
     write_text(dest, "second")
     assert dest.read_text(encoding="utf-8") == "second"
     assert _names(dest.parent) == ["b.md"]
+
+
+def test_file_mode_is_that_of_a_normal_write(tmp_path: Path) -> None:
+    """BUG (gpt1/atomic.py, atomic_file, line 26): the temporary file comes from
+    tempfile.mkstemp, which creates it with mode 0600, and os.replace carries that mode onto
+    `dest`. So every atomic output is 0600 whatever the umask, and rewriting an existing file
+    changes its mode: `gpt1 preset tiny` turns a 0644 params.yaml into 0600. (atomic_dir has
+    the same flaw: tempfile.mkdtemp makes every output directory 0700.)"""
+    umask = os.umask(0)
+    os.umask(umask)
+    fresh = tmp_path / "fresh.txt"
+    write_text(fresh, "x")
+    existing = tmp_path / "existing.txt"
+    existing.write_text("old")
+    os.chmod(existing, 0o644)
+    write_text(existing, "new")
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in (fresh, existing)}
+    expected = {"fresh.txt": 0o666 & ~umask, "existing.txt": 0o644}
+    assert modes == expected, (
+        f"atomic_file modes {({k: oct(v) for k, v in modes.items()})}, "
+        f"expected {({k: oct(v) for k, v in expected.items()})} (umask {oct(umask)})")

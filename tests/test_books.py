@@ -97,3 +97,28 @@ def test_documents_exact_grouping() -> None:
 def test_empty_text_gives_no_documents() -> None:
     assert split_documents("", 100) == []
     assert split_documents(HEADER + "\n   \n\n" + FOOTER, 100) == []
+
+
+TRAILERS = (
+    "End of Project Gutenberg's Alice's Adventures in Wonderland, by Lewis Carroll",
+    "End of the Project Gutenberg EBook of Emma, by Jane Austen",
+)
+
+
+def test_end_of_ebook_trailer_is_not_prose() -> None:
+    """BUG (gpt1/books.py, strip_gutenberg): real Project Gutenberg e-texts put an "End of
+    [the] Project Gutenberg['s] EBook of <title>, by <author>" line just before the `*** END OF
+    ...` marker (layout copied from pg11 lines 3370-3378 and pg158 lines 16271-16274). That
+    line is boilerplate, not prose, yet it ends the last document of 15 of the 16 books in
+    ../shared/data/corpus/books, so it goes into the pretraining corpus."""
+    kept = {}
+    for trailer in TRAILERS:
+        book = ("*** START OF THIS PROJECT GUTENBERG EBOOK X ***\r\n\r\n"
+                "              THE END\r\n\r\n\r\n\r\n\r\n\r\n"
+                f"{trailer}\r\n\r\n"
+                "*** END OF THIS PROJECT GUTENBERG EBOOK X ***\r\n\r\n"
+                "***** This file should be named 11.txt or 11.zip *****\r\n")
+        docs = split_documents(book, doc_chars=10_000)
+        if docs != ["THE END"]:
+            kept[trailer] = docs
+    assert not kept, f"Gutenberg end-of-ebook trailer kept as prose: {kept}"

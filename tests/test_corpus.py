@@ -8,7 +8,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from gpt1.corpus import CLEAN_SCHEMA, clean_corpus, iter_texts
+from gpt1.corpus import CLEAN_SCHEMA, clean_corpus
 from gpt1.text import TextCleaner
 
 LONG_A = "It was a dark and stormy night; the rain fell in torrents."
@@ -92,14 +92,3 @@ def test_two_workers_give_the_same_output(inputs: list[Path], tmp_path: Path) ->
     assert table1.equals(table2)
     assert stats1.as_dict() == stats2.as_dict()
     assert table2.num_rows == 4
-
-
-def test_iter_texts_streams_in_file_order(tmp_path: Path) -> None:
-    _write(tmp_path / "00001.parquet", [("b#0", "third"), ("b#1", "fourth")], "b")
-    _write(tmp_path / "00000.parquet", [("a#0", "first"), ("a#1", "second")], "a")
-    assert list(iter_texts(tmp_path, batch_docs=1)) == ["first", "second", "third", "fourth"]
-
-
-def test_iter_texts_on_empty_dir(tmp_path: Path) -> None:
-    with pytest.raises(FileNotFoundError, match="no Parquet files"):
-        list(iter_texts(tmp_path))

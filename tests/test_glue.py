@@ -60,7 +60,7 @@ def test_too_few_fields(tmp_path: Path) -> None:
 
 
 def test_missing_file(tmp_path: Path) -> None:
-    with pytest.raises(FileNotFoundError, match="nope.tsv"):
+    with pytest.raises(FileNotFoundError, match=r"nope\.tsv"):
         read_tsv(tmp_path / "nope.tsv", columns=2, header=True)
 
 

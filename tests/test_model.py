@@ -172,5 +172,5 @@ def test_config_round_trip(tmp_path: Path) -> None:
 
 
 def test_load_model_missing_files(tmp_path: Path) -> None:
-    with pytest.raises(FileNotFoundError, match="config.json"):
+    with pytest.raises(FileNotFoundError, match=r"config\.json"):
         load_model(tmp_path)

@@ -11,6 +11,8 @@ import pytest
 
 from gpt1.shards import ShardInfo, ShardWriter, read_shard, read_split, sha256_file, token_dtype
 
+UINT16 = np.dtype(np.uint16)
+
 
 def test_token_dtype() -> None:
     assert token_dtype(500) == np.uint16
@@ -20,7 +22,7 @@ def test_token_dtype() -> None:
 
 
 def _write(out: Path, chunks: list[np.ndarray], shard_tokens: int,
-           dtype: np.dtype = np.dtype(np.uint16)) -> list[ShardInfo]:
+           dtype: np.dtype = UINT16) -> list[ShardInfo]:
     writer = ShardWriter(out, dtype, shard_tokens)
     for chunk in chunks:
         writer.append(chunk)
@@ -93,7 +95,7 @@ def test_no_temporary_files_left(tmp_path: Path) -> None:
 
 
 def test_read_split_needs_shards(tmp_path: Path) -> None:
-    with pytest.raises(FileNotFoundError, match="no .arrow shards"):
+    with pytest.raises(FileNotFoundError, match=r"no \.arrow shards"):
         read_split(tmp_path)
 
 

@@ -12,12 +12,12 @@ from gpt1.text import TextCleaner, text_standardize
 
 
 def reference_text_standardize(text: str) -> str:
-    """Verbatim from openai/finetune-transformer-lm, utils.py."""
-    text = text.replace('—', '-')
-    text = text.replace('–', '-')
-    text = text.replace('―', '-')
-    text = text.replace('…', '...')
-    text = text.replace('´', "'")
+    """openai/finetune-transformer-lm, utils.py (its literal dashes written as escapes)."""
+    text = text.replace('\u2014', '-')
+    text = text.replace('\u2013', '-')
+    text = text.replace('\u2015', '-')
+    text = text.replace('\u2026', '...')
+    text = text.replace('\u00b4', "'")
     text = re.sub(r'''(-+|~+|!+|"+|;+|\?+|\++|,+|\)+|\(+|\\+|\/+|\*+|\[+|\]+|}+|{+|\|+|_+)''',
                   r' \1 ', text)
     text = re.sub(r'\s*\n\s*', ' \n ', text)

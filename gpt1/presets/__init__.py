@@ -1,4 +1,4 @@
-"""Named sets of size and training knobs, overlaid onto `params.yaml` in one step."""
+"""Edit `params.yaml` in place: named presets of size and training knobs, or single keys."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from pathlib import Path
 
 import yaml
 from ruamel.yaml import YAML
+from ruamel.yaml.comments import CommentedSeq
 
 from gpt1.atomic import atomic_file
 from gpt1.config import ParamsError, parse_params
@@ -26,19 +27,56 @@ def load_preset(name: str) -> dict:
 def _overlay(target: dict, overlay: dict, where: str) -> None:
     for key, value in overlay.items():
         if key not in target:
-            raise ParamsError(f"preset key {where}{key} does not exist in params")
+            raise ParamsError(f"params key {where}{key} does not exist")
         if isinstance(value, dict):
             _overlay(target[key], value, f"{where}{key}.")
+        elif isinstance(value, list):
+            seq = CommentedSeq(value)
+            seq.fa.set_flow_style()  # lists in params.yaml are written inline
+            target[key] = seq
         else:
             target[key] = value
 
 
-def apply_preset(name: str, params_path: Path) -> None:
-    """Overlay preset `name` onto `params_path` in place, keeping its comments and order."""
+def update_params(params_path: Path, overlay: dict) -> None:
+    """Set the (nested) keys of `overlay` in `params_path`, keeping its comments and order;
+    the result is validated before anything is written."""
     yaml_rt = YAML()
     yaml_rt.preserve_quotes = True
+    yaml_rt.representer.add_representer(
+        type(None), lambda r, _: r.represent_scalar("tag:yaml.org,2002:null", "null"))
+    if not params_path.is_file():
+        raise ParamsError(f"{params_path}: not found")
     data = yaml_rt.load(params_path.read_text(encoding="utf-8"))
-    _overlay(data, load_preset(name), "")
-    parse_params(data, params_path)  # validate before anything is written
+    _overlay(data, overlay, "")
+    parse_params(data, params_path)
     with atomic_file(params_path) as tmp, tmp.open("w", encoding="utf-8") as fh:
         yaml_rt.dump(data, fh)
+
+
+def apply_preset(name: str, params_path: Path) -> None:
+    """Overlay preset `name` onto `params_path` in place."""
+    update_params(params_path, load_preset(name))
+
+
+def nest(dotted: dict[str, object]) -> dict:
+    """`{"a.b": 1, "c": 2}` -> `{"a": {"b": 1}, "c": 2}`."""
+    overlay: dict = {}
+    for key, value in dotted.items():
+        *parents, leaf = key.split(".")
+        node = overlay
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    return overlay
+
+
+def parse_assignments(assignments: list[str]) -> dict:
+    """`["a.b=1", "c=[x, y]"]` -> `{"a": {"b": 1}, "c": ["x", "y"]}`, values read as YAML."""
+    dotted: dict[str, object] = {}
+    for item in assignments:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ParamsError(f"expected KEY=VALUE (e.g. ingest.root=../shared/data), got {item!r}")
+        dotted[key] = yaml.safe_load(value)
+    return nest(dotted)

@@ -1,0 +1,36 @@
+"""gpt1.device: device and precision resolution (CPU-only checks, no GPU assumed)."""
+
+from __future__ import annotations
+
+import contextlib
+
+import pytest
+import torch
+
+from gpt1.device import autocast, resolve_device, resolve_dtype
+
+
+def test_resolve_device() -> None:
+    expected = "cuda" if torch.cuda.is_available() else "cpu"
+    assert resolve_device("auto").type == expected
+    assert resolve_device("cpu") == torch.device("cpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="CUDA is not available"):
+            resolve_device("cuda:0")
+
+
+def test_resolve_dtype() -> None:
+    cpu, cuda = torch.device("cpu"), torch.device("cuda")
+    assert resolve_dtype("auto", cpu) == torch.float32
+    assert resolve_dtype("auto", cuda) == torch.bfloat16
+    assert resolve_dtype("fp32", cuda) == torch.float32
+    assert resolve_dtype("bf16", cpu) == torch.bfloat16
+
+
+def test_autocast() -> None:
+    cpu = torch.device("cpu")
+    assert isinstance(autocast(cpu, torch.float32), contextlib.nullcontext)
+    a = torch.randn(4, 4)
+    with autocast(cpu, torch.bfloat16):
+        assert (a @ a).dtype == torch.bfloat16
+    assert (a @ a).dtype == torch.float32

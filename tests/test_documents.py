@@ -1,0 +1,37 @@
+"""gpt1.documents: stream the text column of the document tables, in file and row order."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from gpt1.documents import iter_texts
+
+
+def _write(path: Path, texts: list[str]) -> None:
+    pq.write_table(pa.table({"id": [f"{path.stem}#{i}" for i in range(len(texts))],
+                             "source": [path.stem] * len(texts), "text": texts}), path)
+
+
+def test_streams_in_file_then_row_order(tmp_path: Path) -> None:
+    _write(tmp_path / "00001.parquet", ["third", "fourth", "fifth"])
+    _write(tmp_path / "00000.parquet", ["first", "second"])
+    (tmp_path / "notes.txt").write_text("not a table")
+    assert list(iter_texts(tmp_path, batch_docs=2)) == ["first", "second", "third", "fourth",
+                                                        "fifth"]
+    assert list(iter_texts(tmp_path)) == ["first", "second", "third", "fourth", "fifth"]
+
+
+def test_is_lazy(tmp_path: Path) -> None:
+    _write(tmp_path / "00000.parquet", [f"doc {i}" for i in range(1000)])
+    it = iter_texts(tmp_path, batch_docs=10)
+    assert next(it) == "doc 0"
+    assert next(it) == "doc 1"
+
+
+def test_empty_dir(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match="no Parquet files"):
+        list(iter_texts(tmp_path))

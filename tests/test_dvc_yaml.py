@@ -1,0 +1,61 @@
+"""dvc.yaml's deps name exactly the code each stage runs, and the stages read existing params."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from gpt1.config import load_params
+from tests.conftest import REPO
+
+DVC_YAML = yaml.safe_load((REPO / "dvc.yaml").read_text())
+STAGES = DVC_YAML["stages"]
+
+
+def _stage_body(name: str) -> dict:
+    stage = STAGES[name]
+    return stage["do"] if "foreach" in stage else stage
+
+
+def _imported_project_files(module: str) -> set[str]:
+    """Project source files (relative paths) that importing `module` loads."""
+    code = (
+        f"import importlib, json, sys; importlib.import_module({module!r}); "
+        "print(json.dumps([getattr(m, '__file__', None) for m in list(sys.modules.values())]))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
+                         text=True, check=True).stdout
+    files = set()
+    for path in filter(None, json.loads(out)):
+        try:
+            rel = __import__("pathlib").Path(path).resolve().relative_to(REPO)
+        except ValueError:
+            continue
+        if rel.parts[0] in ("gpt1", "tasks") and rel.name != "__init__.py":
+            files.add(rel.as_posix())
+    return files
+
+
+@pytest.mark.parametrize("name", sorted(STAGES))
+def test_code_deps_are_exactly_the_imported_modules(name: str) -> None:
+    body = _stage_body(name)
+    module = body["cmd"].split()[2]  # python -m tasks.<stage> ...
+    declared = {d for d in body["deps"] if isinstance(d, str) and d.endswith(".py")}
+    assert declared == _imported_project_files(module), (
+        f"dvc.yaml stage {name}: deps on code differ from what {module} imports"
+    )
+
+
+def test_stage_params_exist_in_params_yaml() -> None:
+    params = load_params(REPO / "params.yaml").model_dump()
+    item = params["finetune"]["tasks"][0]
+    for name in STAGES:
+        for dotted in _stage_body(name).get("params", []):
+            node = params
+            for key in dotted.replace("${item}", item).split("."):
+                assert key in node, f"dvc.yaml stage {name}: param {dotted} not in params.yaml"
+                node = node[key]

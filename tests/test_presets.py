@@ -1,0 +1,163 @@
+"""gpt1.presets: a preset is overlaid onto a params file, keeping its comments and other keys."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gpt1.config import ParamsError, load_params
+from gpt1.presets import (
+    _overlay,
+    apply_preset,
+    available,
+    load_preset,
+    nest,
+    parse_assignments,
+    update_params,
+)
+
+REPO_PARAMS = Path(__file__).resolve().parents[1] / "params.yaml"
+
+
+@pytest.fixture()
+def params_copy(tmp_path: Path) -> Path:
+    dest = tmp_path / "params.yaml"
+    shutil.copyfile(REPO_PARAMS, dest)
+    return dest
+
+
+def _flatten(tree: dict, prefix: str = "") -> dict[str, object]:
+    out: dict[str, object] = {}
+    for key, value in tree.items():
+        if isinstance(value, dict) and value:
+            out.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def _comments(text: str) -> list[str]:
+    return [line[line.index("#"):] for line in text.splitlines() if "#" in line]
+
+
+def test_available() -> None:
+    assert available() == ["default", "paper", "tiny"]
+
+
+@pytest.mark.parametrize("name", ["tiny", "default", "paper"])
+def test_apply_changes_only_preset_keys_and_keeps_comments(params_copy: Path, name: str) -> None:
+    before_text = params_copy.read_text()
+    before = _flatten(yaml.safe_load(before_text))
+    preset = _flatten(load_preset(name))
+    apply_preset(name, params_copy)
+    after_text = params_copy.read_text()
+    after = _flatten(yaml.safe_load(after_text))  # re-read with PyYAML, as load_params does
+    assert set(after) == set(before)
+    for key, value in after.items():
+        assert value == (preset[key] if key in preset else before[key]), key
+    assert _comments(after_text) == _comments(before_text)  # every comment, in order
+    load_params(params_copy)  # and the result validates
+
+
+def test_tiny_values(params_copy: Path) -> None:
+    apply_preset("tiny", params_copy)
+    params = load_params(params_copy)
+    assert (params.model.n_ctx, params.model.n_embd, params.model.n_layer) == (32, 32, 2)
+    assert params.bpe.vocab_size == 500
+    assert params.pretrain.max_steps == 20
+    assert params.finetune.train.epochs == 1
+    assert params.pretrain.seed == 1234  # not a preset key: untouched
+
+
+def test_paper_values_survive_a_round_trip(params_copy: Path) -> None:
+    apply_preset("paper", params_copy)
+    params = load_params(params_copy)
+    assert params.finetune.train.lr == pytest.approx(6.25e-5)
+    assert isinstance(params.finetune.train.lr, float)
+    assert (params.model.n_layer, params.model.n_embd, params.model.n_ctx) == (12, 768, 512)
+    assert params.bpe.vocab_size == 40478
+
+
+def test_presets_are_valid_overlays() -> None:
+    base = yaml.safe_load(REPO_PARAMS.read_text())
+    for name in available():
+        preset = _flatten(load_preset(name))
+        assert preset, name
+        assert set(preset) <= set(_flatten(base)), name
+
+
+def test_unchanged_lines_stay_byte_identical(params_copy: Path) -> None:
+    """A no-op preset is a no-op on the text too (ruamel would write `null` as an empty value
+    and re-flow lists unless told otherwise)."""
+    before = params_copy.read_text()
+    apply_preset("default", params_copy)  # params.yaml already holds the default values
+    after = params_copy.read_text()
+    changed = [(a, b) for a, b in zip(before.splitlines(), after.splitlines(), strict=True)
+               if a != b]
+    assert not changed, f"lines rewritten by a no-op preset: {changed}"
+
+
+def test_unknown_preset(params_copy: Path) -> None:
+    before = params_copy.read_bytes()
+    with pytest.raises(ParamsError, match=r"unknown preset 'huge'.*\['default', 'paper', 'tiny'\]"):
+        apply_preset("huge", params_copy)
+    assert params_copy.read_bytes() == before
+
+
+def test_invalid_result_is_not_written(params_copy: Path) -> None:
+    text = params_copy.read_text().replace("min_chars: 100", "min_chars: -5")
+    params_copy.write_text(text)
+    with pytest.raises(ParamsError) as info:
+        apply_preset("tiny", params_copy)
+    assert "clean.min_chars" in str(info.value) and str(params_copy) in str(info.value)
+    assert params_copy.read_text() == text
+    assert sorted(p.name for p in params_copy.parent.iterdir()) == ["params.yaml"]
+
+
+def test_overlay_rejects_keys_missing_from_params() -> None:
+    target = {"model": {"n_ctx": 1}}
+    with pytest.raises(ParamsError, match=r"key model\.n_embed does not exist"):
+        _overlay(target, {"model": {"n_embed": 3}}, "")
+    _overlay(target, {"model": {"n_ctx": 5}}, "")
+    assert target == {"model": {"n_ctx": 5}}
+
+
+def test_nest_and_parse_assignments() -> None:
+    assert nest({"a.b": 1, "a.c": 2, "d": 3}) == {"a": {"b": 1, "c": 2}, "d": 3}
+    assert parse_assignments(["ingest.root=../shared/data", "model.n_ctx=64",
+                              "ingest.corpus=[a/*.txt, b.txt]", "ingest.max_dev_examples=null"]
+                             ) == {"ingest": {"root": "../shared/data",
+                                              "corpus": ["a/*.txt", "b.txt"],
+                                              "max_dev_examples": None},
+                                   "model": {"n_ctx": 64}}
+    for bad in ("no-equals-sign", "=5"):
+        with pytest.raises(ParamsError, match="expected KEY=VALUE"):
+            parse_assignments([bad])
+
+
+def test_update_params_sets_keys_and_keeps_the_rest(params_copy: Path) -> None:
+    before = params_copy.read_text().splitlines()
+    update_params(params_copy, parse_assignments(
+        ["ingest.max_train_examples=300", "ingest.corpus=[books/a.txt]"]))
+    after = params_copy.read_text().splitlines()
+    changed = [(a, b) for a, b in zip(before, after, strict=True) if a != b]
+    assert len(changed) == 2
+    assert all("#" in b for _, b in changed)  # their comments stay on the line
+    params = load_params(params_copy)
+    assert params.ingest.max_train_examples == 300
+    assert params.ingest.corpus == ["books/a.txt"]
+    assert any(line.strip().startswith("corpus: [books/a.txt]") for line in after)  # inline
+
+
+def test_update_params_validates_first(params_copy: Path) -> None:
+    before = params_copy.read_bytes()
+    with pytest.raises(ParamsError, match=r"model\.n_ctx"):
+        update_params(params_copy, {"model": {"n_ctx": "long"}})
+    with pytest.raises(ParamsError, match="does not exist"):
+        update_params(params_copy, {"model": {"width": 3}})
+    assert params_copy.read_bytes() == before
+    with pytest.raises(ParamsError, match="not found"):
+        update_params(params_copy.parent / "missing.yaml", {"model": {"n_ctx": 8}})

@@ -1,0 +1,128 @@
+"""gpt1.pretrain: reproducible windows of the token stream, and a short run that learns."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from gpt1.config import PretrainParams
+from gpt1.model import GPT1, GPT1Config
+from gpt1.pretrain import PretrainResult, WindowSampler, evaluate, pretrain
+
+CTX = 8
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Tiny models run fastest, and steadiest on a busy machine, on one thread."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def shards() -> list[np.ndarray]:
+    # distinct, increasing values per shard: a window's origin and contiguity are visible
+    return [np.arange(0, 100, dtype=np.uint16), np.arange(1000, 1003, dtype=np.uint16),
+            np.arange(2000, 2050, dtype=np.uint32)]
+
+
+def test_batch_is_deterministic() -> None:
+    a = WindowSampler(shards(), CTX, seed=7, name="train")
+    b = WindowSampler(shards(), CTX, seed=7, name="train")
+    for i in (0, 1, 99):
+        xa, ya = a.batch(i, 16)
+        xb, yb = b.batch(i, 16)
+        assert torch.equal(xa, xb) and torch.equal(ya, yb)
+    assert not torch.equal(a.batch(0, 16)[0], a.batch(1, 16)[0])  # batches differ by index
+    other = WindowSampler(shards(), CTX, seed=8, name="train")
+    assert not torch.equal(a.batch(0, 16)[0], other.batch(0, 16)[0])  # and by seed
+    # batch i does not depend on which batches were drawn before it
+    fresh = WindowSampler(shards(), CTX, seed=7, name="train")
+    assert torch.equal(fresh.batch(99, 16)[0], a.batch(99, 16)[0])
+
+
+def test_targets_are_inputs_shifted_by_one() -> None:
+    sampler = WindowSampler(shards(), CTX, seed=0, name="train")
+    x, y = sampler.batch(3, 64)
+    assert x.shape == y.shape == (64, CTX)
+    assert x.dtype == y.dtype == torch.int64
+    assert torch.equal(x[:, 1:], y[:, :-1])
+    assert torch.equal(y - x, torch.ones_like(x))  # consecutive tokens of one shard
+    starts = x[:, 0]
+    in_first = (starts >= 0) & (starts <= 100 - CTX - 1)
+    in_third = (starts >= 2000) & (starts <= 2050 - CTX - 1)
+    assert bool((in_first | in_third).all())  # windows never cross a shard's end
+    assert bool(in_first.any()) and bool(in_third.any())
+
+
+def test_every_start_can_be_drawn() -> None:
+    stream = np.arange(20, dtype=np.uint16)
+    sampler = WindowSampler([stream], CTX, seed=0, name="train")
+    starts = torch.cat([sampler.batch(i, 64)[0][:, 0] for i in range(10)])
+    assert set(starts.tolist()) == set(range(20 - CTX))  # 0 .. len - n_ctx - 1
+
+
+def test_too_short_split_is_an_error() -> None:
+    with pytest.raises(ValueError, match=r"the val split .* n_ctx \+ 1 = 9"):
+        WindowSampler([np.arange(8), np.arange(5)], CTX, seed=0, name="val")
+
+
+def _cfg(**changes: object) -> PretrainParams:
+    base = dict(seed=0, device="cpu", precision="fp32", batch_size=8, max_steps=30, lr=3e-3,
+                warmup_steps=3, schedule="cosine", weight_decay=0.01, grad_clip=1.0,
+                eval_every=10, eval_batches=2, log_every=10)
+    return PretrainParams(**{**base, **changes})
+
+
+def _model(vocab: int) -> GPT1:
+    torch.manual_seed(0)
+    return GPT1(GPT1Config(vocab_size=vocab, n_ctx=CTX, n_embd=32, n_layer=2, n_head=2,
+                           embd_pdrop=0.0, attn_pdrop=0.0, resid_pdrop=0.0))
+
+
+def test_thirty_steps_lower_the_loss() -> None:
+    vocab = 16
+    pattern = np.array([3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7], dtype=np.uint16)
+    train = [np.tile(pattern, 40)]
+    val = [np.tile(pattern, 5)]
+    model = _model(vocab)
+    seen: list[tuple[int, dict[str, float]]] = []
+    result = pretrain(model, train, val, _cfg(lr=1e-2),
+                      lambda step, values: seen.append((step, values)))
+    assert isinstance(result, PretrainResult)
+    assert [s for s, _ in seen] == list(range(1, 31))
+    losses = [v["train/loss"] for _, v in seen]
+    assert losses[0] > math.log(vocab) - 0.5  # it starts near chance
+    assert losses[-1] < 0.5 * losses[0]
+    assert [s for s, v in seen if "val/loss" in v] == [10, 20, 30]
+    assert result.val_loss < 0.5 * math.log(vocab)
+    assert result.val_perplexity == pytest.approx(math.exp(result.val_loss))
+    assert result.steps == 30 and result.tokens == 30 * 8 * CTX
+    assert seen[-1][1]["lr"] == pytest.approx(0.0, abs=1e-9)  # cosine decayed to zero
+    assert max(v["lr"] for _, v in seen) == pytest.approx(1e-2)
+    assert model.training  # left as it was trained
+
+
+def test_pretrain_is_reproducible() -> None:
+    train = [np.arange(200, dtype=np.uint16) % 13]
+    val = [np.arange(60, dtype=np.uint16) % 13]
+    a, b = _model(13), _model(13)
+    ra = pretrain(a, train, val, _cfg(max_steps=5, eval_every=5))
+    rb = pretrain(b, train, val, _cfg(max_steps=5, eval_every=5))
+    assert ra.train_loss == rb.train_loss and ra.val_loss == rb.val_loss
+    for pa_, pb_ in zip(a.parameters(), b.parameters(), strict=True):
+        assert torch.equal(pa_, pb_)
+
+
+def test_evaluate_is_repeatable_and_restores_mode() -> None:
+    model = _model(13).train()
+    sampler = WindowSampler([np.arange(100, dtype=np.uint16) % 13], CTX, seed=1, name="val")
+    cpu = torch.device("cpu")
+    first = evaluate(model, sampler, 3, 4, cpu, torch.float32)
+    assert model.training
+    assert evaluate(model, sampler, 3, 4, cpu, torch.float32) == first
+    assert first == pytest.approx(math.log(13), abs=0.5)
