@@ -161,3 +161,10 @@ def test_update_params_validates_first(params_copy: Path) -> None:
     assert params_copy.read_bytes() == before
     with pytest.raises(ParamsError, match="not found"):
         update_params(params_copy.parent / "missing.yaml", {"model": {"n_ctx": 8}})
+
+
+def test_default_preset_is_the_shipped_params(params_copy: Path) -> None:
+    """`gpt1 preset default` restores exactly what params.yaml ships with."""
+    before = params_copy.read_text()
+    apply_preset("default", params_copy)
+    assert params_copy.read_text() == before
