@@ -60,32 +60,30 @@ Device = str
 Precision = Literal["auto", "fp32", "bf16"]
 
 
-class PretrainParams(Section):
+class TrainingParams(Section):
+    """Knobs every training loop has."""
+
     seed: int
     device: Device
     precision: Precision
-    batch_size: int = Field(gt=0)
-    max_steps: int = Field(gt=0)
     lr: float = Field(gt=0)
-    warmup_steps: int = Field(ge=0)
-    schedule: Literal["cosine", "linear"]
+    batch_size: int = Field(gt=0)
     weight_decay: float = Field(ge=0)
     grad_clip: float = Field(gt=0)
+
+
+class PretrainParams(TrainingParams):
+    max_steps: int = Field(gt=0)
+    warmup_steps: int = Field(ge=0)
+    schedule: Literal["cosine", "linear"]
     eval_every: int = Field(gt=0)
     eval_batches: int = Field(gt=0)
     log_every: int = Field(gt=0)
 
 
-class FinetuneTrainParams(Section):
-    seed: int
-    device: Device
-    precision: Precision
-    lr: float = Field(gt=0)
-    batch_size: int = Field(gt=0)
+class FinetuneTrainParams(TrainingParams):
     epochs: int = Field(gt=0)
     warmup_fraction: float = Field(ge=0, lt=1)
-    weight_decay: float = Field(ge=0)
-    grad_clip: float = Field(gt=0)
     lm_coef: float = Field(ge=0)
     clf_dropout: float = Field(ge=0, lt=1)
 

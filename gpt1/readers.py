@@ -15,30 +15,32 @@ CLASSIFICATION_SCHEMA = pa.schema(
 )
 
 
-def _read_sst2(spec: TaskSpec, path: Path, split: Split) -> pa.Table:
+def _glue_test_table(path: Path) -> pa.Table:
+    """A GLUE single-sentence test file: header, then `index<TAB>sentence`, no labels."""
     rows = read_tsv(path, columns=2, header=True)
-    if split == "test":  # index, sentence; no labels
-        return pa.table({"idx": [int(r[0]) for r in rows], "text": [r[1] for r in rows],
-                         "label": pa.nulls(len(rows), pa.int64())},
-                        schema=CLASSIFICATION_SCHEMA)
-    return pa.table({"idx": list(range(len(rows))), "text": [r[0] for r in rows],
-                     "label": [parse_label(path, i + 2, r[1], spec.labels)
-                               for i, r in enumerate(rows)]},
-                    schema=CLASSIFICATION_SCHEMA)
+    return pa.table({"idx": [int(r[0]) for r in rows], "text": [r[1] for r in rows],
+                     "label": pa.nulls(len(rows), pa.int64())}, schema=CLASSIFICATION_SCHEMA)
+
+
+def _labelled_table(spec: TaskSpec, path: Path, rows: list[list[str]], text_col: int,
+                    label_col: int, first_line: int) -> pa.Table:
+    return pa.table({"idx": list(range(len(rows))), "text": [r[text_col] for r in rows],
+                     "label": [parse_label(path, first_line + i, r[label_col], spec.labels)
+                               for i, r in enumerate(rows)]}, schema=CLASSIFICATION_SCHEMA)
+
+
+def _read_sst2(spec: TaskSpec, path: Path, split: Split) -> pa.Table:
+    if split == "test":
+        return _glue_test_table(path)
+    rows = read_tsv(path, columns=2, header=True)  # sentence, label
+    return _labelled_table(spec, path, rows, text_col=0, label_col=1, first_line=2)
 
 
 def _read_cola(spec: TaskSpec, path: Path, split: Split) -> pa.Table:
-    if split == "test":  # the only CoLA file with a header: index, sentence
-        rows = read_tsv(path, columns=2, header=True)
-        return pa.table({"idx": [int(r[0]) for r in rows], "text": [r[1] for r in rows],
-                         "label": pa.nulls(len(rows), pa.int64())},
-                        schema=CLASSIFICATION_SCHEMA)
-    # train/dev: no header; source, label, the author's mark, sentence
-    rows = read_tsv(path, columns=4, header=False)
-    return pa.table({"idx": list(range(len(rows))), "text": [r[3] for r in rows],
-                     "label": [parse_label(path, i + 1, r[1], spec.labels)
-                               for i, r in enumerate(rows)]},
-                    schema=CLASSIFICATION_SCHEMA)
+    if split == "test":  # the only CoLA file with a header
+        return _glue_test_table(path)
+    rows = read_tsv(path, columns=4, header=False)  # source, label, author's mark, sentence
+    return _labelled_table(spec, path, rows, text_col=3, label_col=1, first_line=1)
 
 
 READERS: dict[str, Callable[[TaskSpec, Path, Split], pa.Table]] = {

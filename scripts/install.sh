@@ -26,7 +26,8 @@ if "$VENV/bin/python" -c "import torch" 2>/dev/null; then
 elif command -v nvidia-smi >/dev/null 2>&1; then
     echo "NVIDIA GPU found: installing torch==$TORCH_VERSION from PyPI (CUDA build)"
     "${pip[@]}" install --quiet "torch==$TORCH_VERSION"
-elif "${pip[@]}" install --quiet --no-index "torch==$TORCH_VERSION" 2>/dev/null; then
+elif "${pip[@]}" install --quiet --no-index --no-deps "torch==$TORCH_VERSION" 2>/dev/null; then
+    "${pip[@]}" install --quiet "torch==$TORCH_VERSION"  # its dependencies, from the index
     echo "no GPU: installed torch==$TORCH_VERSION from a local wheel"
 else
     echo "no GPU: installing the CPU build of torch==$TORCH_VERSION"

@@ -18,17 +18,10 @@ from gpt1.finetune import (
 )
 from gpt1.model import GPT1, GPT1Config
 
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
 V, CTX = 12, 16
 START, CLASSIFY, PAD = 9, 10, 11
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny models run fastest, and steadiest on a busy machine, on one thread."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def classifier(dropout: float = 0.0, seed: int = 0) -> SequenceClassifier:

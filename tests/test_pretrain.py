@@ -12,16 +12,9 @@ from gpt1.config import PretrainParams
 from gpt1.model import GPT1, GPT1Config
 from gpt1.pretrain import PretrainResult, WindowSampler, evaluate, pretrain
 
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
 CTX = 8
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny models run fastest, and steadiest on a busy machine, on one thread."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def shards() -> list[np.ndarray]:
