@@ -4,6 +4,8 @@
 VENV ?= .venv
 export VENV
 BIN := $(VENV)/bin
+# dvc.yaml's commands run `python`: the environment's, not whatever else is on PATH
+export PATH := $(abspath $(BIN)):$(PATH)
 
 install:
 	scripts/install.sh

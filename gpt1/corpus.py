@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -47,8 +47,10 @@ def _batches(inputs: list[Path], batch_docs: int) -> Iterator[dict[str, list[str
 
 
 def clean_corpus(inputs: list[Path], out: Path, *, workers: int, batch_docs: int,
-                 min_chars: int, dedupe: bool) -> CleanStats:
-    """Clean every document of the Parquet `inputs` into the Parquet file `out`, in input order."""
+                 min_chars: int, dedupe: bool,
+                 on_progress: Callable[[int], None] | None = None) -> CleanStats:
+    """Clean every document of the Parquet `inputs` into the Parquet file `out`, in input order;
+    `on_progress(documents_done)` is called after each batch."""
     stats = CleanStats()
     seen: set[bytes] = set()
     with pq.ParquetWriter(out, CLEAN_SCHEMA) as writer:
@@ -70,6 +72,8 @@ def clean_corpus(inputs: list[Path], out: Path, *, workers: int, batch_docs: int
                 stats.chars_out += len(text)
             if keep["id"]:
                 writer.write_table(pa.table(keep, schema=CLEAN_SCHEMA))
+            if on_progress is not None:
+                on_progress(stats.docs_in)
     return stats
 
 

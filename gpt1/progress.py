@@ -11,7 +11,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 
 class StepProgress:
-    """Report `update(step, **fields)` calls as a bar (TTY) and as a log line every `log_every`."""
+    """Report `update(step, **fields)` calls as a bar (TTY), or as a log line each time `step`
+    passes a multiple of `log_every` (steps may jump by more than one)."""
 
     def __init__(self, description: str, total: int, log_every: int,
                  logger: logging.Logger) -> None:
@@ -20,6 +21,7 @@ class StepProgress:
         self._bar: Progress | None = None
         self._task = None
         self._started = time.perf_counter()
+        self._logged = 0  # the step of the last log line
 
     def __enter__(self) -> StepProgress:
         if sys.stderr.isatty():
@@ -38,7 +40,8 @@ class StepProgress:
         eta = elapsed / step * (self.total - step) if step else float("nan")
         if self._bar is not None:
             self._bar.update(self._task, completed=step, info=info)
-        elif step % self.log_every == 0 or step == self.total:
+        elif step // self.log_every > self._logged // self.log_every or step == self.total:
+            self._logged = step
             self.logger.info("%s %d/%d %s eta %.0fs", self.description, step, self.total, info,
                              eta)
 

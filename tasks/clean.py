@@ -5,10 +5,13 @@ from __future__ import annotations
 import json
 import logging
 
+import pyarrow.parquet as pq
+
 from gpt1.atomic import atomic_dir
 from gpt1.config import Params
 from gpt1.corpus import clean_corpus
 from gpt1.parallel import resolve_workers
+from gpt1.progress import StepProgress
 from tasks.paths import CLEAN_DIR, RAW_CORPUS
 from tasks.stage import main
 
@@ -20,10 +23,12 @@ def run(params: Params) -> None:
     if not inputs:
         raise FileNotFoundError(f"{RAW_CORPUS}: no Parquet files (run the ingest stage first)")
     workers = resolve_workers(params.clean.workers)
-    with atomic_dir(CLEAN_DIR) as tmp:
+    total = sum(pq.ParquetFile(p).metadata.num_rows for p in inputs)
+    with atomic_dir(CLEAN_DIR) as tmp, \
+            StepProgress("clean (documents)", total, max(1, total // 10), log) as progress:
         stats = clean_corpus(inputs, tmp / "corpus.parquet", workers=workers,
                              batch_docs=params.clean.batch_docs, min_chars=params.clean.min_chars,
-                             dedupe=params.clean.dedupe)
+                             dedupe=params.clean.dedupe, on_progress=progress.update)
         if stats.docs_out == 0:
             raise ValueError(f"clean: every document was dropped ({dict(stats.dropped)})")
         (tmp / "stats.json").write_text(json.dumps(stats.as_dict(), indent=2) + "\n")

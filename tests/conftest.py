@@ -41,8 +41,10 @@ def shared_data() -> Path:
 def run(cmd: list[str], cwd: Path, env: dict[str, str] | None = None,
         timeout: float = 600) -> subprocess.CompletedProcess:
     """Run a command, failing the test with its output if it exits non-zero."""
+    # dvc.yaml's commands run `python`: make it this interpreter, activated or not
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
     proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, **(env or {})})
+                          env={**os.environ, "PATH": path, **(env or {})})
     if proc.returncode:
         pytest.fail(f"{' '.join(cmd)} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
     return proc

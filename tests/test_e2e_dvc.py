@@ -39,6 +39,16 @@ def test_dvc_repro_end_to_end(tiny_repo: Path) -> None:
     manifest = json.loads((tiny_repo / "data" / "shards" / "manifest.json").read_text())
     assert manifest["dtype"] == "uint16" and manifest["splits"]["val"]["tokens"] > 0
 
+    # Metrics and plots are declared, so DVC shows them with no extra code.
+    metrics = json.loads(dvc("metrics", "show", "--json", cwd=tiny_repo).stdout)
+    shown = next(iter(metrics.values()))["data"]  # the workspace's
+    assert shown["metrics/finetune/sst2.json"]["data"]["dev"]["accuracy"] == sst2["dev"]["accuracy"]
+    assert "val_loss" in shown["metrics/pretrain.json"]["data"]
+    plots = json.loads(dvc("plots", "show", "--json", cwd=tiny_repo).stdout)
+    curves = {row["filename"] for row in plots["data"]["pretraining loss"][0]["content"]["data"]
+              ["values"]}
+    assert curves == {"train/loss.tsv", "val/loss.tsv"}
+
     # Nothing changed: nothing runs.
     second = dvc("repro", cwd=tiny_repo)
     assert ran_stages(second.stdout) == []
