@@ -1,5 +1,5 @@
 # The two commands of the README's quick start, and the pieces they are made of.
-.PHONY: install install-dev pipeline test lint
+.PHONY: install install-dev pipeline test
 
 VENV ?= .venv
 export VENV
