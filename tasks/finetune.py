@@ -81,6 +81,9 @@ def run(params: Params, task: str) -> None:
     with atomic_dir(FINETUNE_DIR / task) as tmp:
         save_file({k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()},
                   str(tmp / "model.safetensors"))
+        trunk.config.save(tmp / "config.json")
+        (tmp / "task.json").write_text(json.dumps(
+            {"task": task, "family": spec.family, "labels": list(spec.labels)}, indent=2) + "\n")
         _write_predictions(tmp / "dev_predictions.tsv", dev_idx, dev_preds, spec.labels)
         _write_predictions(tmp / "test_predictions.tsv", test_idx, test_preds, spec.labels)
     metrics = {
