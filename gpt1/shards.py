@@ -83,3 +83,20 @@ def read_split(split_dir: Path) -> list[np.ndarray]:
     if not paths:
         raise FileNotFoundError(f"{split_dir}: no .arrow shards (run the tokenize stage first)")
     return [read_shard(p) for p in paths]
+
+
+def token_counts(shards: list[np.ndarray], vocab_size: int) -> np.ndarray:
+    """How often each id occurs across `shards` (one pass over the memory-mapped files)."""
+    counts = np.zeros(vocab_size, dtype=np.int64)
+    for ids in shards:
+        counts += np.bincount(ids, minlength=vocab_size)[:vocab_size]
+    return counts
+
+
+def unigram_loss(train: list[np.ndarray], val: list[np.ndarray], vocab_size: int) -> float:
+    """Cross-entropy (nats/token) on `val` of the train split's add-one-smoothed token
+    frequencies: the loss of a model that has learned frequencies and nothing of context."""
+    log_p = np.log((token_counts(train, vocab_size) + 1.0)
+                   / (sum(len(s) for s in train) + vocab_size))
+    val_counts = token_counts(val, vocab_size)
+    return float(-(val_counts @ log_p) / val_counts.sum())

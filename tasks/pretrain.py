@@ -14,11 +14,13 @@ from gpt1.bpe import Gpt1Tokenizer
 from gpt1.config import Params
 from gpt1.model import GPT1, GPT1Config, save_model
 from gpt1.pretrain import pretrain
-from gpt1.shards import read_split
+from gpt1.shards import read_split, unigram_loss
 from tasks.paths import BPE_DIR, PRETRAIN_DIR, PRETRAIN_LIVE, PRETRAIN_METRICS, SHARDS_DIR
 from tasks.stage import main
 
 log = logging.getLogger("gpt1.pretrain")
+
+UNIGRAM_MARGIN = 0.1  # nats: closer than this to the unigram loss, context is barely used
 
 
 def model_config(params: Params, vocab_size: int) -> GPT1Config:
@@ -44,8 +46,9 @@ def run(params: Params) -> None:
                 live.log_metric(name, value, plot=True)
             live.make_summary()
 
-        result = pretrain(model, read_split(SHARDS_DIR / "train"), read_split(SHARDS_DIR / "val"),
-                          params.pretrain, on_metrics)
+        train, val = read_split(SHARDS_DIR / "train"), read_split(SHARDS_DIR / "val")
+        result = pretrain(model, train, val, params.pretrain, on_metrics)
+    unigram = unigram_loss(train, val, tokenizer.vocab_size)
     with atomic_dir(PRETRAIN_DIR) as tmp:
         save_model(model.cpu(), tmp)
         shutil.copy(tokenizer_path, tmp / "tokenizer.json")
@@ -55,13 +58,18 @@ def run(params: Params) -> None:
         "train_loss": round(result.train_loss, 4),
         "val_loss": round(result.val_loss, 4),
         "val_perplexity": round(result.val_perplexity, 2),
+        "unigram_val_loss": round(unigram, 4),
         "parameters": model.num_parameters(),
         "seconds": round(result.seconds, 1),
         "tokens_per_second": round(result.tokens / result.seconds, 1),
     }
     write_text(PRETRAIN_METRICS, json.dumps(metrics, indent=2) + "\n")
-    log.info("val loss %.4f (perplexity %.1f) after %d steps", result.val_loss,
-             result.val_perplexity, result.steps)
+    log.info("val loss %.4f (perplexity %.1f) after %d steps; token frequencies alone: %.4f",
+             result.val_loss, result.val_perplexity, result.steps, unigram)
+    if result.val_loss > unigram - UNIGRAM_MARGIN:
+        log.warning("the model has learned little beyond token frequencies (val loss %.4f, "
+                    "unigram %.4f): pretrain for more steps (pretrain.max_steps)",
+                    result.val_loss, unigram)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,8 @@ from gpt1.registry import TASKS
 from gpt1.report import render_summary
 
 PRETRAIN = {"steps": 400, "tokens": 1_638_400, "parameters": 5_432_100, "train_loss": 4.56789,
-            "val_loss": 4.98765, "val_perplexity": 146.62, "tokens_per_second": 12345.6}
+            "val_loss": 4.98765, "val_perplexity": 146.62, "unigram_val_loss": 6.54321,
+            "tokens_per_second": 12345.6}
 SST2 = {"task": "sst2", "metric": "accuracy", "dev": {"accuracy": 78.44},
         "train_examples": 67349, "dev_examples": 872}
 
@@ -25,7 +26,7 @@ def test_sst2_row_has_ours_and_the_paper() -> None:
 def test_pretraining_row() -> None:
     text = render_summary(PRETRAIN, {"sst2": SST2})
     assert _row(text, "400") == ["400", "1,638,400", "5,432,100", "4.5679", "4.9877", "146.62",
-                                 "12,346"]
+                                 "6.5432", "12,346"]
     assert text.startswith("# gpt1 benchmark report\n")
     assert "Radford et al. (2018)" in text
     assert text.endswith("\n")

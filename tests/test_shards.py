@@ -107,3 +107,14 @@ def test_read_shard_rejects_several_batches(tmp_path: Path) -> None:
         writer.write_batch(batch)
     with pytest.raises(ValueError, match="expected one record batch, found 2"):
         read_shard(path)
+
+
+def test_token_counts_and_unigram_loss() -> None:
+    from gpt1.shards import token_counts, unigram_loss
+
+    train = [np.array([0, 0, 1], np.uint16), np.array([1], np.uint16)]
+    assert token_counts(train, 3).tolist() == [2, 2, 0]
+    # smoothed p = (2+1)/(4+3) for ids 0 and 1, 1/7 for id 2
+    val = [np.array([0, 1, 2], np.uint16)]
+    expected = -(2 * np.log(3 / 7) + np.log(1 / 7)) / 3
+    assert unigram_loss(train, val, 3) == pytest.approx(expected)
