@@ -47,5 +47,32 @@ def set_params(
     typer.echo(f"{params}: set {', '.join(assignments)}")
 
 
+@app.command()
+def generate(
+    model: Annotated[Path, typer.Option(help="a directory with config.json, model.safetensors "
+                                             "and tokenizer.json (e.g. artifacts/pretrain)")],
+    prompt: Annotated[str, typer.Option(help="text to continue")],
+    max_tokens: Annotated[int, typer.Option(min=1, help="tokens to generate")] = 50,
+    temperature: Annotated[float, typer.Option(min=0.0, help="0 picks the likeliest token")] = 1.0,
+    top_k: Annotated[int | None, typer.Option(min=1, help="sample among the k likeliest")] = 40,
+    seed: Annotated[int, typer.Option(help="random seed of the sampling")] = 0,
+) -> None:
+    """Continue a prompt with a pretrained model; prints the prompt and the continuation."""
+    from gpt1.bpe import Gpt1Tokenizer
+    from gpt1.generate import sample
+    from gpt1.model import load_model
+    from gpt1.text import TextCleaner
+
+    try:
+        tokenizer = Gpt1Tokenizer.load(model / "tokenizer.json")
+        net = load_model(model)
+        prompt_ids = tokenizer.encode(TextCleaner()(prompt))
+        new_ids = sample(net, prompt_ids, max_tokens, temperature, top_k, seed)
+    except (FileNotFoundError, ValueError) as err:
+        typer.echo(f"error: {err}", err=True)
+        raise typer.Exit(2) from None
+    typer.echo(tokenizer.decode(prompt_ids + new_ids))
+
+
 if __name__ == "__main__":
     app()
