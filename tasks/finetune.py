@@ -68,7 +68,6 @@ def run(params: Params, task: str) -> None:
             live.step = epoch
             for name, value in scores.items():
                 live.log_metric(f"dev/{name}", value)
-            live.make_summary()
             log.info("%s epoch %d: dev %s", spec.title, epoch,
                      ", ".join(f"{k} {v:.2f}" for k, v in scores.items()))
 

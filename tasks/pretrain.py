@@ -44,7 +44,6 @@ def run(params: Params) -> None:
             live.step = step
             for name, value in values.items():
                 live.log_metric(name, value, plot=True)
-            live.make_summary()
 
         train, val = read_split(SHARDS_DIR / "train"), read_split(SHARDS_DIR / "val")
         result = pretrain(model, train, val, params.pretrain, on_metrics)

@@ -10,7 +10,7 @@ import numpy as np
 from gpt1.atomic import atomic_dir
 from gpt1.bpe import Gpt1Tokenizer
 from gpt1.config import Params
-from gpt1.documents import iter_texts
+from gpt1.documents import iter_text_batches
 from gpt1.shards import ShardWriter, sha256_file, token_dtype
 from tasks.paths import BPE_DIR, CLEAN_DIR, SHARDS_DIR
 from tasks.stage import main
@@ -29,23 +29,13 @@ def run(params: Params) -> None:
     with atomic_dir(SHARDS_DIR) as tmp:
         writers = {split: ShardWriter(tmp / split, dtype, params.tokenize.shard_tokens)
                    for split in docs}
-        batch: list[str] = []
         doc_index = 0
-
-        def flush() -> None:
-            nonlocal doc_index
+        for batch in iter_text_batches(CLEAN_DIR, ENCODE_BATCH):
             for ids in tokenizer.encode_batch(batch):
                 split = "val" if doc_index % every == 0 else "train"
                 writers[split].append(np.asarray(ids, dtype=dtype))
                 docs[split] += 1
                 doc_index += 1
-            batch.clear()
-
-        for text in iter_texts(CLEAN_DIR):
-            batch.append(text)
-            if len(batch) == ENCODE_BATCH:
-                flush()
-        flush()
         shards = {split: w.close() for split, w in writers.items()}
         for split, infos in shards.items():
             if not infos:
