@@ -79,6 +79,9 @@ class PretrainParams(TrainingParams):
     eval_every: int = Field(gt=0)
     eval_batches: int = Field(gt=0)
     log_every: int = Field(gt=0)
+    checkpoint_every: int = Field(gt=0)
+    keep_checkpoints: int = Field(ge=1)
+    peak_tflops: float | None = Field(gt=0)
 
 
 class FinetuneTrainParams(TrainingParams):

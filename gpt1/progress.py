@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import datetime
 import logging
+import math
 import sys
 import time
 from types import TracebackType
@@ -15,13 +17,14 @@ class StepProgress:
     passes a multiple of `log_every` (steps may jump by more than one)."""
 
     def __init__(self, description: str, total: int, log_every: int,
-                 logger: logging.Logger) -> None:
+                 logger: logging.Logger, start: int = 0) -> None:
         self.description, self.total, self.log_every, self.logger = (
             description, total, log_every, logger)
+        self.start = start  # steps done before this process (a resumed run)
         self._bar: Progress | None = None
         self._task = None
         self._started = time.perf_counter()
-        self._logged = 0  # the step of the last log line
+        self._logged = start  # the step of the last log line
 
     def __enter__(self) -> StepProgress:
         if sys.stderr.isatty():
@@ -29,7 +32,8 @@ class StepProgress:
                                  MofNCompleteColumn(), TimeRemainingColumn(),
                                  TextColumn("{task.fields[info]}"), transient=False)
             self._bar.start()
-            self._task = self._bar.add_task(self.description, total=self.total, info="")
+            self._task = self._bar.add_task(self.description, total=self.total,
+                                            completed=self.start, info="")
         self._started = time.perf_counter()
         return self
 
@@ -37,15 +41,23 @@ class StepProgress:
         """`step` steps are done; `fields` (loss, lr, ...) describe the latest one."""
         info = " ".join(f"{k} {v:.4g}" for k, v in fields.items())
         elapsed = time.perf_counter() - self._started
-        eta = elapsed / step * (self.total - step) if step else float("nan")
+        done_here = step - self.start
+        eta = elapsed / done_here * (self.total - step) if done_here > 0 else float("nan")
         if self._bar is not None:
             self._bar.update(self._task, completed=step, info=info)
         elif step // self.log_every > self._logged // self.log_every or step == self.total:
             self._logged = step
-            self.logger.info("%s %d/%d %s eta %.0fs", self.description, step, self.total, info,
-                             eta)
+            self.logger.info("%s %d/%d %s eta %s", self.description, step, self.total, info,
+                             _duration(eta))
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         if self._bar is not None:
             self._bar.stop()
+
+
+def _duration(seconds: float) -> str:
+    """`1:02:03` for an ETA (`?` before there is a rate to estimate it from)."""
+    if math.isnan(seconds):
+        return "?"
+    return str(datetime.timedelta(seconds=round(seconds)))

@@ -67,7 +67,8 @@ def test_too_short_split_is_an_error() -> None:
 def _cfg(**changes: object) -> PretrainParams:
     base = dict(seed=0, device="cpu", precision="fp32", batch_size=8, max_steps=30, lr=3e-3,
                 warmup_steps=3, schedule="cosine", weight_decay=0.01, grad_clip=1.0,
-                eval_every=10, eval_batches=2, log_every=10)
+                eval_every=10, eval_batches=2, log_every=10, checkpoint_every=10,
+                keep_checkpoints=2, peak_tflops=1.0)
     return PretrainParams(**{**base, **changes})
 
 

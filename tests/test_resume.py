@@ -1,0 +1,155 @@
+"""Exact resume: a pretraining run stopped by SIGTERM or killed by SIGKILL, then run again, ends
+with weights bit-identical to a run that was never interrupted (CPU)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from gpt1.checkpoint import CheckpointStore, StopRequested
+from gpt1.config import PretrainParams
+from gpt1.model import GPT1, GPT1Config
+from gpt1.pretrain import pretrain
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+CTX, VOCAB, STEPS = 8, 17, 20
+CONFIG = GPT1Config(vocab_size=VOCAB, n_ctx=CTX, n_embd=32, n_layer=2, n_head=2)  # dropout 0.1
+
+
+def _cfg() -> PretrainParams:
+    return PretrainParams(seed=0, device="cpu", precision="fp32", batch_size=4, max_steps=STEPS,
+                          lr=3e-3, warmup_steps=3, schedule="cosine", weight_decay=0.01,
+                          grad_clip=1.0, eval_every=5, eval_batches=2, log_every=5,
+                          checkpoint_every=3, keep_checkpoints=2, peak_tflops=1.0)
+
+
+def _data() -> tuple[list[np.ndarray], list[np.ndarray]]:
+    rng = np.random.default_rng(0)
+    return ([rng.integers(0, VOCAB, 400).astype(np.uint16)],
+            [rng.integers(0, VOCAB, 100).astype(np.uint16)])
+
+
+def _model(seed: int = 0) -> GPT1:
+    torch.manual_seed(seed)
+    return GPT1(CONFIG)
+
+
+def _assert_identical(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> None:
+    assert a.keys() == b.keys()
+    different = [k for k in a if not torch.equal(a[k], b[k])]
+    assert not different, f"tensors differ after resuming: {different}"
+
+
+def test_sigterm_checkpoints_and_resume_is_bit_identical(tmp_path: Path) -> None:
+    train, val = _data()
+    reference = _model()
+    seen_reference: list[tuple[int, dict[str, float]]] = []
+    pretrain(reference, train, val, _cfg(), lambda s, v: seen_reference.append((s, v)))
+
+    def stop_at_seven(step: int, values: dict[str, float]) -> None:
+        if step == 7:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    store = CheckpointStore(tmp_path, "run")
+    with pytest.raises(StopRequested) as stopped:
+        pretrain(_model(), train, val, _cfg(), stop_at_seven, store)
+    assert stopped.value.step == 7 and stopped.value.signum == signal.SIGTERM
+    assert [p.name for p in store.paths()] == ["step-00000006.pt", "step-00000007.pt"]
+
+    # a fresh process would build a differently initialised model: the checkpoint must win
+    resumed = _model(seed=99)
+    seen: list[tuple[int, dict[str, float]]] = []
+    result = pretrain(resumed, train, val, _cfg(), lambda s, v: seen.append((s, v)), store)
+    assert result.resumed_from == 7
+    _assert_identical(resumed.state_dict(), reference.state_dict())
+    assert seen == seen_reference  # the curves, replayed then continued, match exactly
+    assert store.latest()["step"] == STEPS
+
+
+def test_a_finished_run_is_not_retrained(tmp_path: Path) -> None:
+    train, val = _data()
+    store = CheckpointStore(tmp_path, "run")
+    first = _model()
+    done = pretrain(first, train, val, _cfg(), checkpoints=store)
+    again = _model(seed=5)
+    result = pretrain(again, train, val, _cfg(), checkpoints=store)
+    assert result.resumed_from == STEPS
+    assert result.val_loss == done.val_loss and result.seconds == pytest.approx(done.seconds)
+    _assert_identical(again.state_dict(), first.state_dict())
+
+
+def test_other_settings_start_afresh(tmp_path: Path) -> None:
+    train, val = _data()
+    pretrain(_model(), train, val, _cfg(), checkpoints=CheckpointStore(tmp_path, "lr=1"))
+    result = pretrain(_model(), train, val, _cfg(), checkpoints=CheckpointStore(tmp_path, "lr=2"))
+    assert result.resumed_from == 0
+
+
+CHILD = textwrap.dedent("""
+    import logging, sys, time
+    from pathlib import Path
+    import numpy as np, torch
+    sys.path.insert(0, {tests!r})
+    from test_resume import _cfg, _model
+    from gpt1.checkpoint import CheckpointStore
+    from gpt1.model import save_model
+    from gpt1.pretrain import pretrain
+
+    logging.basicConfig(level=logging.INFO)
+    torch.set_num_threads(1)
+    out, hang_at = Path(sys.argv[1]), int(sys.argv[2])
+    train, val = [np.load(out.parent / "train.npy")], [np.load(out.parent / "val.npy")]
+
+    def on_metrics(step, values):
+        if step == hang_at:
+            print("HANGING", flush=True)
+            time.sleep(600)
+
+    model = _model()
+    pretrain(model, train, val, _cfg(), on_metrics, CheckpointStore(out / "ckpt", "run"))
+    save_model(model, out)
+""")
+
+
+def _child(out: Path, hang_at: int) -> subprocess.Popen[str]:
+    """A separate process pretraining into `out`; it hangs after step `hang_at` (-1: never)."""
+    out.mkdir(exist_ok=True)
+    script = CHILD.format(tests=str(Path(__file__).parent))
+    return subprocess.Popen([sys.executable, "-c", script, str(out), str(hang_at)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _finish(child: subprocess.Popen[str]) -> str:
+    _, stderr = child.communicate(timeout=120)
+    assert child.returncode == 0, stderr
+    return stderr
+
+
+def test_sigkill_then_resume_is_bit_identical(tmp_path: Path) -> None:
+    train, val = _data()
+    np.save(tmp_path / "train.npy", train[0])
+    np.save(tmp_path / "val.npy", val[0])
+
+    victim = _child(tmp_path / "run", hang_at=11)  # after the checkpoint of step 9
+    assert victim.stdout.readline().strip() == "HANGING"
+    victim.send_signal(signal.SIGKILL)
+    victim.communicate(timeout=30)
+    assert victim.returncode == -signal.SIGKILL
+    assert CheckpointStore(tmp_path / "run" / "ckpt", "run").latest()["step"] == 9
+    assert not (tmp_path / "run" / "model.safetensors").exists()
+
+    stderr = _finish(_child(tmp_path / "run", hang_at=-1))
+    assert "resumed from the checkpoint of step 9" in stderr
+    reference = _model()  # uninterrupted, here (one thread, as in the children)
+    pretrain(reference, train, val, _cfg())
+    _assert_identical(load_file(tmp_path / "run" / "model.safetensors"), reference.state_dict())
