@@ -74,5 +74,62 @@ def generate(
     typer.echo(tokenizer.decode(prompt_ids + new_ids))
 
 
+@app.command("export-hf")
+def export_hf(
+    model: Annotated[Path, typer.Option(help="our model directory (e.g. artifacts/pretrain)")],
+    out: Annotated[Path, typer.Option(help="the HuggingFace directory to write")],
+) -> None:
+    """Write a model as a HuggingFace OpenAIGPTLMHeadModel directory (from_pretrained loads it)."""
+    from gpt1 import hf
+
+    try:
+        hf.export_hf(model, out)
+    except (FileNotFoundError, ValueError) as err:
+        typer.echo(f"error: {err}", err=True)
+        raise typer.Exit(2) from None
+    typer.echo(f"{out}: written (openai-gpt)")
+
+
+@app.command("import-hf")
+def import_hf(
+    hf_dir: Annotated[Path, typer.Option("--hf", help="a HuggingFace openai-gpt directory "
+                                                      "(config.json and model weights)")],
+    out: Annotated[Path, typer.Option(help="our model directory to write")],
+) -> None:
+    """Convert a HuggingFace openai-gpt checkpoint (bare, LM head or double heads) to ours."""
+    from gpt1 import hf
+
+    try:
+        ignored = hf.import_hf(hf_dir, out)
+    except (FileNotFoundError, ValueError) as err:
+        typer.echo(f"error: {err}", err=True)
+        raise typer.Exit(2) from None
+    if ignored:
+        typer.echo(f"ignored (no place in our LM): {', '.join(ignored)}")
+    typer.echo(f"{out}: written")
+
+
+@app.command("import-openai")
+def import_openai(
+    release: Annotated[Path, typer.Option(help="OpenAI's released model/ folder: "
+                                               "params_shapes.json, params_0.npy.., "
+                                               "encoder_bpe_40000.json, vocab_40000.bpe")],
+    out: Annotated[Path, typer.Option(help="the model directory to write")],
+    n_ctx: Annotated[int, typer.Option(min=1, help="positions to keep (at most 512)")] = 512,
+    n_head: Annotated[int, typer.Option(min=1, help="attention heads (not in the release)")] = 12,
+    seed: Annotated[int, typer.Option(help="seed of the new special-token rows")] = 0,
+) -> None:
+    """Import OpenAI's released GPT-1 weights and BPE as a model directory (for generate)."""
+    from gpt1.openai_release import import_release
+
+    try:
+        cfg = import_release(release, out, n_ctx=n_ctx, n_head=n_head, seed=seed)
+    except (FileNotFoundError, ValueError) as err:
+        typer.echo(f"error: {err}", err=True)
+        raise typer.Exit(2) from None
+    typer.echo(f"{out}: written ({cfg.n_layer} layers x {cfg.n_embd}, {cfg.n_head} heads, "
+               f"{cfg.vocab_size} tokens, n_ctx {cfg.n_ctx})")
+
+
 if __name__ == "__main__":
     app()

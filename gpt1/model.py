@@ -129,13 +129,22 @@ class GPT1(nn.Module):
         return sum(p.numel() for p in self.parameters())
 
 
+def save_safetensors(tensors: dict[str, torch.Tensor], path: Path) -> None:
+    """Write `tensors` (moved to the CPU) as a safetensors file with the usual file mode.
+
+    The bytes are written here rather than by `safetensors.torch.save_file`, whose file is mode
+    0600: a model shared on a multi-user machine must be readable by the others.
+    """
+    from safetensors.torch import save
+
+    cpu = {k: v.detach().cpu().contiguous() for k, v in tensors.items()}
+    path.write_bytes(save(cpu, metadata={"format": "pt"}))
+
+
 def save_model(model: GPT1, out_dir: Path) -> None:
     """`config.json` + `model.safetensors` (the tied LM head is the token embedding)."""
-    from safetensors.torch import save_file
-
     model.config.save(out_dir / "config.json")
-    state = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
-    save_file(state, str(out_dir / "model.safetensors"), metadata={"format": "pt"})
+    save_safetensors(model.state_dict(), out_dir / "model.safetensors")
 
 
 def load_model(model_dir: Path, map_location: str | torch.device = "cpu") -> GPT1:

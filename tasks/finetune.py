@@ -10,7 +10,6 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 from dvclive import Live
-from safetensors.torch import save_file
 
 from gpt1.atomic import atomic_dir, write_text
 from gpt1.bpe import Gpt1Tokenizer
@@ -18,7 +17,7 @@ from gpt1.config import Params
 from gpt1.device import resolve_device, resolve_dtype
 from gpt1.finetune import SequenceClassifier, finetune, predict_logits
 from gpt1.metrics import score
-from gpt1.model import load_model
+from gpt1.model import load_model, save_safetensors
 from gpt1.registry import TASKS, task_spec
 from gpt1.text import TextCleaner
 from gpt1.transforms import classification_input, encode_texts
@@ -78,8 +77,7 @@ def run(params: Params, task: str) -> None:
     test_preds = predict_logits(model, test_seqs, tok.pad_id, cfg.batch_size, device,
                                 dtype).argmax(axis=1)
     with atomic_dir(FINETUNE_DIR / task) as tmp:
-        save_file({k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()},
-                  str(tmp / "model.safetensors"))
+        save_safetensors(model.state_dict(), tmp / "model.safetensors")
         trunk.config.save(tmp / "config.json")
         (tmp / "task.json").write_text(json.dumps(
             {"task": task, "family": spec.family, "labels": list(spec.labels)}, indent=2) + "\n")

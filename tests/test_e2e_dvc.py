@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from dvc.repo import Repo
 
+from gpt1.shards import sha256_file
 from tests.conftest import dvc, edit_params
 
 pytestmark = pytest.mark.e2e
@@ -62,3 +63,11 @@ def test_dvc_repro_end_to_end(tiny_repo: Path) -> None:
     # One task, forced, alone.
     forced = dvc("repro", "-s", "-f", "finetune@sst2", cwd=tiny_repo)
     assert ran_stages(forced.stdout) == ["finetune@sst2"]
+
+    # Checkpoints persist across runs of the stage (DVC removes its other outputs first): a
+    # forced pretrain resumes from the final one and writes the same weights.
+    weights = tiny_repo / "artifacts" / "pretrain" / "model.safetensors"
+    before = sha256_file(weights)
+    again = dvc("repro", "-s", "-f", "pretrain", cwd=tiny_repo)
+    assert "resumed from the checkpoint of step 20" in again.stderr
+    assert sha256_file(weights) == before

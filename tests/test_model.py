@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -174,3 +175,13 @@ def test_config_round_trip(tmp_path: Path) -> None:
 def test_load_model_missing_files(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match=r"config\.json"):
         load_model(tmp_path)
+
+
+def test_saved_weights_get_the_usual_file_mode(tmp_path: Path) -> None:
+    umask = os.umask(0o022)
+    try:
+        save_model(GPT1(GPT1Config(vocab_size=10, n_ctx=4, n_embd=8, n_layer=1, n_head=2)),
+                   tmp_path)
+    finally:
+        os.umask(umask)
+    assert (tmp_path / "model.safetensors").stat().st_mode & 0o777 == 0o644

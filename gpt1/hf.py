@@ -1,0 +1,195 @@
+"""Convert between our model directories and HuggingFace `openai-gpt` checkpoints.
+
+The parameter names are already HF's. What differs: HF's LM and double-heads models put the trunk
+under `transformer.`, HF's `Conv1D` stores a projection as (in, out) where our `nn.Linear` stores
+(out, in), and the LM head, tied to the token embedding in both, is saved by HF under
+`transformer.tokens_embed.weight` (LM head model) or `lm_head.weight` (double-heads model).
+Nothing here imports transformers; loading executes no code (JSON, safetensors, and
+`torch.load(weights_only=True)`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from gpt1.atomic import atomic_dir
+from gpt1.model import GPT1, GPT1Config, load_model, save_model, save_safetensors
+
+PREFIX = "transformer."
+LM_HEAD = "lm_head.weight"
+CONV1D = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
+# transformers' modeling_openai maps afn "gelu" to gelu_new, the tanh approximation we use
+HF_AFN = "gelu"
+REQUIRED = ("vocab_size", "n_positions", "n_embd", "n_layer", "n_head")
+# absent from a config.json, these take HF's defaults, which are also GPT1Config's
+OPTIONAL = ("embd_pdrop", "attn_pdrop", "resid_pdrop", "layer_norm_epsilon", "initializer_range")
+# heads of other HF models, over the same trunk, that our LM has no place for
+OTHER_HEADS = ("multiple_choice_head.", "score.")
+# the causal mask older transformers saved as a buffer in each layer
+MASK_BUFFER = re.compile(r"h\.\d+\.attn\.bias")
+
+
+def to_hf_config(cfg: GPT1Config) -> dict[str, Any]:
+    """The `config.json` of an `OpenAIGPTLMHeadModel` with our architecture and dropouts."""
+    return {
+        "architectures": ["OpenAIGPTLMHeadModel"],
+        "model_type": "openai-gpt",
+        "vocab_size": cfg.vocab_size,
+        "n_positions": cfg.n_ctx,
+        "n_embd": cfg.n_embd,
+        "n_layer": cfg.n_layer,
+        "n_head": cfg.n_head,
+        "afn": HF_AFN,
+        "embd_pdrop": cfg.embd_pdrop,
+        "attn_pdrop": cfg.attn_pdrop,
+        "resid_pdrop": cfg.resid_pdrop,
+        "layer_norm_epsilon": cfg.layer_norm_epsilon,
+        "initializer_range": cfg.initializer_range,
+        "tie_word_embeddings": True,
+    }
+
+
+def from_hf_config(hf: dict[str, Any], source: str = "config") -> GPT1Config:
+    """Our config from an HF `openai-gpt` config; ValueError names any value we cannot honour."""
+    if hf.get("model_type") != "openai-gpt":
+        raise ValueError(f"{source}: model_type {hf.get('model_type')!r}, expected 'openai-gpt'")
+    for key in REQUIRED:
+        if key not in hf:
+            raise ValueError(f"{source}: missing key {key!r}")
+    unsupported = {
+        "afn": (hf.get("afn", HF_AFN) != HF_AFN, f"only {HF_AFN!r} (the tanh GELU) is supported"),
+        # pytorch-pretrained-bert counted special-token rows apart from vocab_size
+        "n_special": (hf.get("n_special", 0) != 0, "special tokens must be counted in vocab_size"),
+        "n_ctx": (hf.get("n_ctx", hf["n_positions"]) != hf["n_positions"],
+                  "it must equal n_positions (one position embedding per context slot)"),
+        "tie_word_embeddings": (not hf.get("tie_word_embeddings", True),
+                                "our LM head is tied to the token embedding"),
+        "n_head": (hf["n_head"] < 1 or hf["n_embd"] % hf["n_head"] != 0, "it must divide n_embd"),
+    }
+    for key, (bad, why) in unsupported.items():
+        if bad:
+            raise ValueError(f"{source}: unsupported {key}={hf.get(key)!r}: {why}")
+    return GPT1Config(
+        vocab_size=hf["vocab_size"], n_ctx=hf["n_positions"], n_embd=hf["n_embd"],
+        n_layer=hf["n_layer"], n_head=hf["n_head"], **{k: hf[k] for k in OPTIONAL if k in hf},
+    )
+
+
+def to_hf_state_dict(model: GPT1) -> dict[str, torch.Tensor]:
+    """Our weights under `OpenAIGPTLMHeadModel`'s names and layouts.
+
+    `lm_head.weight` is left out, as HF's own `save_pretrained` leaves it out: it is tied.
+    """
+    return {
+        PREFIX + k: (v.T if k.endswith(CONV1D) else v).detach().cpu().contiguous()
+        for k, v in model.state_dict().items()
+    }
+
+
+def _strip_prefix(sd: dict[str, torch.Tensor], source: str) -> dict[str, torch.Tensor]:
+    out: dict[str, torch.Tensor] = {}
+    for key, tensor in sd.items():
+        name = key.removeprefix(PREFIX)
+        if name in out:
+            raise ValueError(f"{source}: {name!r} appears with and without {PREFIX!r}")
+        out[name] = tensor
+    return out
+
+
+def _is_causal_mask(tensor: torch.Tensor, n_ctx: int) -> bool:
+    return torch.equal(tensor.float(), torch.ones(n_ctx, n_ctx).tril().view(1, 1, n_ctx, n_ctx))
+
+
+def from_hf_state_dict(sd: dict[str, torch.Tensor], cfg: GPT1Config,
+                       source: str = "state dict") -> tuple[GPT1, list[str]]:
+    """Our model from an HF `openai-gpt` state dict (bare, LM head or double heads).
+
+    Returns the model and the keys it left out: other models' heads and saved causal masks.
+    """
+    sd = _strip_prefix(sd, source)
+    if LM_HEAD in sd:
+        head = sd.pop(LM_HEAD)
+        embed = sd.setdefault("tokens_embed.weight", head)
+        if not torch.equal(head, embed):
+            raise ValueError(f"{source}: {LM_HEAD} differs from tokens_embed.weight; "
+                             "an untied LM head is not supported")
+    for key in [k for k in sd if MASK_BUFFER.fullmatch(k)]:
+        if not _is_causal_mask(sd[key], cfg.n_ctx):
+            raise ValueError(f"{source}: {key} is not the causal mask of n_positions={cfg.n_ctx}")
+    ignored = sorted(k for k in sd if k.startswith(OTHER_HEADS) or MASK_BUFFER.fullmatch(k))
+    sd = {k: v for k, v in sd.items() if k not in ignored}
+
+    model = GPT1(cfg)
+    expected = model.state_dict()
+    unexpected = sorted(set(sd) - set(expected))
+    if unexpected:
+        raise ValueError(f"{source}: unexpected weights {unexpected} (not an openai-gpt model)")
+    converted = {}
+    for key, ours in expected.items():
+        if key not in sd:
+            raise ValueError(f"{source}: missing weight {key!r} (with or without {PREFIX!r})")
+        is_conv = key.endswith(CONV1D)
+        want = ours.T.shape if is_conv else ours.shape
+        if sd[key].shape != want:
+            raise ValueError(f"{source}: {key} has shape {tuple(sd[key].shape)}, "
+                             f"expected {tuple(want)} for this config")
+        converted[key] = sd[key].T if is_conv else sd[key]
+    model.load_state_dict(converted)
+    return model, ignored
+
+
+def _read_hf_weights(hf_dir: Path) -> tuple[dict[str, torch.Tensor], Path]:
+    safetensors_path, bin_path = hf_dir / "model.safetensors", hf_dir / "pytorch_model.bin"
+    if safetensors_path.is_file():
+        from safetensors.torch import load_file
+
+        return load_file(str(safetensors_path)), safetensors_path
+    if bin_path.is_file():
+        sd = torch.load(bin_path, map_location="cpu", weights_only=True)
+        if not isinstance(sd, dict):
+            raise ValueError(f"{bin_path}: expected a state dict, found {type(sd).__name__}")
+        return sd, bin_path
+    raise FileNotFoundError(f"{safetensors_path}: not found (nor {bin_path.name})")
+
+
+def export_hf(model_dir: Path, out_dir: Path) -> Path:
+    """Write our model in `model_dir` as an `OpenAIGPTLMHeadModel` directory; returns `out_dir`.
+
+    The tokenizer (`tokenizer.json`) is copied when `model_dir` has one.
+    """
+    model = load_model(model_dir)
+    with atomic_dir(out_dir) as tmp:
+        (tmp / "config.json").write_text(json.dumps(to_hf_config(model.config), indent=2) + "\n")
+        save_safetensors(to_hf_state_dict(model), tmp / "model.safetensors")
+        if (model_dir / "tokenizer.json").is_file():
+            shutil.copyfile(model_dir / "tokenizer.json", tmp / "tokenizer.json")
+    return out_dir
+
+
+def import_hf(hf_dir: Path, out_dir: Path) -> list[str]:
+    """Write the HF `openai-gpt` checkpoint in `hf_dir` as our model directory `out_dir`.
+
+    Reads `config.json` and `model.safetensors` (or `pytorch_model.bin`); returns the keys it
+    left out. The tokenizer is not copied: ours must hold GPT-1's special tokens.
+    """
+    config_path = hf_dir / "config.json"
+    if not config_path.is_file():
+        raise FileNotFoundError(f"{config_path}: not found")
+    try:
+        hf_config = json.loads(config_path.read_text())
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{config_path}: not JSON ({err})") from None
+    if not isinstance(hf_config, dict):
+        raise ValueError(f"{config_path}: expected a JSON object")
+    cfg = from_hf_config(hf_config, str(config_path))
+    sd, weights_path = _read_hf_weights(hf_dir)
+    model, ignored = from_hf_state_dict(sd, cfg, str(weights_path))
+    with atomic_dir(out_dir) as tmp:
+        save_model(model, tmp)
+    return ignored
