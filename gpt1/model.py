@@ -156,5 +156,12 @@ def load_model(model_dir: Path, map_location: str | torch.device = "cpu") -> GPT
         if not path.is_file():
             raise FileNotFoundError(f"{path}: not found (run the pretrain stage first)")
     model = GPT1(GPT1Config.load(config_path))
-    model.load_state_dict(load_file(str(weights_path), device=str(map_location)))
+    state = load_file(str(weights_path), device=str(map_location))
+    expected = model.state_dict().keys()
+    if state.keys() != expected:
+        missing, extra = sorted(expected - state.keys()), sorted(state.keys() - expected)
+        raise ValueError(f"{weights_path}: not a pretrained GPT-1 trunk ({len(missing)} weights "
+                         f"missing, e.g. {missing[:2]}; {len(extra)} unexpected, e.g. "
+                         f"{extra[:2]}); a fine-tuned classifier keeps its trunk under 'trunk.'")
+    model.load_state_dict(state)
     return model

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from gpt1.model import GPT1, GPT1Config, load_model, save_model
+from gpt1.model import GPT1, GPT1Config, load_model, save_model, save_safetensors
 
 V, CTX, EMBD, LAYERS, HEADS = 50, 16, 32, 2, 4
 
@@ -174,6 +174,15 @@ def test_config_round_trip(tmp_path: Path) -> None:
 
 def test_load_model_missing_files(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match=r"config\.json"):
+        load_model(tmp_path)
+
+
+def test_load_model_rejects_other_weights(model: GPT1, tmp_path: Path) -> None:
+    save_model(model, tmp_path)
+    state = {f"trunk.{k}": v for k, v in model.state_dict().items()}  # a fine-tuned classifier
+    save_safetensors(state, tmp_path / "model.safetensors")
+    with pytest.raises(ValueError, match=r"model\.safetensors: not a pretrained GPT-1 trunk "
+                                         r"\(\d+ weights missing.*under 'trunk\.'"):
         load_model(tmp_path)
 
 

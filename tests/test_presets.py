@@ -44,10 +44,10 @@ def _comments(text: str) -> list[str]:
 
 
 def test_available() -> None:
-    assert available() == ["default", "paper", "tiny"]
+    assert available() == ["books", "default", "paper", "tiny"]
 
 
-@pytest.mark.parametrize("name", ["tiny", "default", "paper"])
+@pytest.mark.parametrize("name", ["tiny", "default", "books", "paper"])
 def test_apply_changes_only_preset_keys_and_keeps_comments(params_copy: Path, name: str) -> None:
     before_text = params_copy.read_text()
     before = _flatten(yaml.safe_load(before_text))
@@ -78,7 +78,14 @@ def test_paper_values_survive_a_round_trip(params_copy: Path) -> None:
     assert params.finetune.train.lr == pytest.approx(6.25e-5)
     assert isinstance(params.finetune.train.lr, float)
     assert (params.model.n_layer, params.model.n_embd, params.model.n_ctx) == (12, 768, 512)
+    assert (params.model.n_head, params.model.dropout) == (12, 0.1)
     assert params.bpe.vocab_size == 40478
+    pre = params.pretrain  # DESIGN.md's `paper` preset, every hyper-parameter
+    assert (pre.lr, pre.warmup_steps, pre.schedule) == (2.5e-4, 2000, "cosine")
+    assert (pre.batch_size, pre.weight_decay, pre.grad_clip) == (64, 0.01, 1.0)
+    ft = params.finetune.train
+    assert (ft.batch_size, ft.epochs, ft.warmup_fraction) == (32, 3, 0.002)
+    assert (ft.weight_decay, ft.grad_clip, ft.lm_coef, ft.clf_dropout) == (0.01, 1.0, 0.5, 0.1)
 
 
 def test_presets_are_valid_overlays() -> None:
@@ -102,7 +109,8 @@ def test_unchanged_lines_stay_byte_identical(params_copy: Path) -> None:
 
 def test_unknown_preset(params_copy: Path) -> None:
     before = params_copy.read_bytes()
-    with pytest.raises(ParamsError, match=r"unknown preset 'huge'.*\['default', 'paper', 'tiny'\]"):
+    with pytest.raises(ParamsError,
+                       match=r"unknown preset 'huge'.*\['books', 'default', 'paper', 'tiny'\]"):
         apply_preset("huge", params_copy)
     assert params_copy.read_bytes() == before
 
