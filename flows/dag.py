@@ -16,22 +16,26 @@ def _address(stage: Stage, repo_root: Path) -> str:
     return stage.name if dvcfile == Path("dvc.yaml") else f"{dvcfile.as_posix()}:{stage.name}"
 
 
-def _graph(repo_root: Path) -> nx.DiGraph:
-    """Stage addresses, with an edge from each stage to each stage it needs."""
+def _graph(repo_root: Path) -> tuple[nx.DiGraph, list[str]]:
+    """Stage addresses, with an edge from each stage to each stage it needs; and the addresses
+    in the order dvc.yaml declares them."""
     with Repo(str(repo_root)) as repo:
         stages = repo.index.graph
-        return nx.relabel_nodes(stages, {s: _address(s, repo_root) for s in stages.nodes})
+        declared = [_address(s, repo_root) for s in repo.index.stages]
+        return nx.relabel_nodes(stages, {s: _address(s, repo_root) for s in stages.nodes}), declared
 
 
 def run_order(repo_root: Path) -> list[str]:
-    """Every stage, each after all the stages it depends on."""
-    return list(reversed(list(nx.topological_sort(_graph(repo_root)))))
+    """Every stage, each after all the stages it depends on; stages free to run in any order
+    keep dvc.yaml's order (the task registry's, for the fine-tunes)."""
+    graph, declared = _graph(repo_root)
+    return list(nx.lexicographical_topological_sort(graph.reverse(), key=declared.index))
 
 
 def rerun_order(repo_root: Path, target: str) -> list[str]:
     """What re-running `target` involves, in run order: its upstream stages (run only if they
     changed), `target` itself, and the stages downstream of it."""
-    graph = _graph(repo_root)
+    graph, _ = _graph(repo_root)
     if target not in graph:
         raise ValueError(f"no stage {target!r} in dvc.yaml; stages: {sorted(graph.nodes)}")
     wanted = {target} | nx.descendants(graph, target) | nx.ancestors(graph, target)

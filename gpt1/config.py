@@ -63,7 +63,6 @@ Precision = Literal["auto", "fp32", "bf16"]
 class TrainingParams(Section):
     """Knobs every training loop has."""
 
-    seed: int
     device: Device
     precision: Precision
     lr: float = Field(gt=0)
@@ -73,6 +72,7 @@ class TrainingParams(Section):
 
 
 class PretrainParams(TrainingParams):
+    seed: int
     max_steps: int = Field(gt=0)
     warmup_steps: int = Field(ge=0)
     schedule: Literal["cosine", "linear"]
@@ -84,40 +84,106 @@ class PretrainParams(TrainingParams):
     peak_tflops: float | None = Field(gt=0)
 
 
-class FinetuneTrainParams(TrainingParams):
+class FinetuneKnobs(TrainingParams):
+    """`finetune.train`: shared by every task and seed."""
+
     epochs: int = Field(gt=0)
     warmup_fraction: float = Field(ge=0, lt=1)
     lm_coef: float = Field(ge=0)
     clf_dropout: float = Field(ge=0, lt=1)
 
 
-class FinetuneParams(Section):
-    tasks: list[str] = Field(min_length=1)
-    train: FinetuneTrainParams
-    overrides: dict[str, dict[str, object]]
+class FinetuneTrainParams(FinetuneKnobs):
+    """The knobs of one fine-tuning run: one task's, with one of `finetune.seeds`."""
+
+    seed: int
+
+
+Family = Literal["classification", "entailment", "similarity", "multiple_choice"]
+Metric = Literal["accuracy", "mcc", "f1", "pearson", "spearman"]
+CLASS_METRICS = frozenset({"accuracy", "mcc", "f1"})
+REGRESSION_METRICS = frozenset({"pearson", "spearman"})
+# train; dev and test, optionally with a suffix naming a variant (dev_mismatched, test_high)
+_SPLIT_NAME = re.compile(r"train|(dev|test)(_[a-z0-9]+)?")
+
+
+class HoldoutParams(Section):
+    """Dev examples drawn out of the train file (a task released without a labelled dev set)."""
+
+    size: int = Field(gt=0)
+    seed: int
+
+
+class TaskParams(Section):
+    """One entry of the task registry: where its data is and how it is read, fed and scored."""
+
+    title: str
+    family: Family
+    reader: str
+    files: dict[str, str | list[str]]  # split -> path(s) under ingest.root
+    holdout: HoldoutParams | None = None
+    labels: list[str] | None = None  # None: a regression (similarity) or a choice index
+    metrics: list[Metric] = Field(min_length=1)
+    paper: dict[str, float] = Field(default_factory=dict)  # eval split -> the paper's metrics[0]
+    glue: bool = False  # counted in the GLUE average
+    overrides: dict[str, object] = Field(default_factory=dict)  # finetune.train keys
 
     @model_validator(mode="after")
-    def _overrides_cover_tasks(self) -> FinetuneParams:
-        if len(set(self.tasks)) != len(self.tasks):
-            raise ValueError(f"tasks lists a task twice: {self.tasks}")
-        for name in self.tasks:
-            if name not in self.overrides:
-                raise ValueError(f"overrides.{name} is missing (use `{name}: {{}}` for none)")
-        for name, override in self.overrides.items():
-            unknown = set(override) - set(FinetuneTrainParams.model_fields)
-            if unknown:
-                raise ValueError(f"overrides.{name}: unknown keys {sorted(unknown)}")
-            try:
-                self.for_task(name)
-            except ValidationError as err:
-                bad = "; ".join(f"overrides.{name}.{'.'.join(map(str, e['loc']))}: {e['msg']}"
-                                f" (got {e['input']!r})" for e in err.errors())
-                raise ValueError(bad) from None
+    def _consistent(self) -> TaskParams:
+        bad = [name for name in self.files if not _SPLIT_NAME.fullmatch(name)]
+        if bad:
+            raise ValueError(f"files: split names must be train, dev[_x] or test[_x], got {bad}")
+        if "train" not in self.files:
+            raise ValueError("files.train is missing")
+        if self.holdout is not None and "dev" in self.files:
+            raise ValueError("files.dev and holdout both give a dev split: keep one")
+        if not self.eval_splits:
+            raise ValueError("no dev split: give files.dev (or holdout)")
+        unknown = sorted(set(self.paper) - set(self.eval_splits))
+        if unknown:
+            raise ValueError(f"paper: {unknown} are not dev splits {self.eval_splits}")
+        if self.family == "multiple_choice":
+            if self.labels is not None:
+                raise ValueError("labels: a multiple-choice label is the index of the answer")
+        elif self.labels is not None and (not self.labels
+                                          or len(set(self.labels)) != len(self.labels)):
+            raise ValueError("labels: need distinct labels (or none, for a similarity score)")
+        elif self.labels is None and self.family != "similarity":
+            raise ValueError(f"labels: a {self.family} task needs its labels")
+        allowed = REGRESSION_METRICS if self.regression else CLASS_METRICS
+        if not set(self.metrics) <= allowed:
+            raise ValueError(f"metrics: {self.metrics} do not apply to this task "
+                             f"(use {sorted(allowed)})")
         return self
 
-    def for_task(self, name: str) -> FinetuneTrainParams:
-        """The shared training knobs with `name`'s overrides applied (and validated)."""
-        return FinetuneTrainParams(**{**self.train.model_dump(), **self.overrides.get(name, {})})
+    @property
+    def regression(self) -> bool:
+        """A similarity task without labels predicts a score (STS-B)."""
+        return self.family == "similarity" and self.labels is None
+
+    @property
+    def eval_splits(self) -> list[str]:
+        """The labelled splits scored after fine-tuning: `dev` first, then its variants."""
+        names = [n for n in self.files if n.startswith("dev")]
+        if self.holdout is not None:
+            names.append("dev")
+        return sorted(names, key=lambda n: (n != "dev", n))
+
+
+class FinetuneParams(Section):
+    tasks: Literal["all"] | list[str]
+    seeds: list[int] = Field(min_length=1)
+    train: FinetuneKnobs
+
+    @model_validator(mode="after")
+    def _distinct_seeds(self) -> FinetuneParams:
+        if len(set(self.seeds)) != len(self.seeds):
+            raise ValueError(f"seeds: list each seed once, got {self.seeds}")
+        return self
+
+    def for_task(self, task: TaskParams, seed: int) -> FinetuneTrainParams:
+        """The shared training knobs with the task's overrides applied (and validated)."""
+        return FinetuneTrainParams(**{**self.train.model_dump(), **task.overrides, "seed": seed})
 
 
 class Params(Section):
@@ -128,6 +194,33 @@ class Params(Section):
     model: ModelParams
     pretrain: PretrainParams
     finetune: FinetuneParams
+    tasks: dict[str, TaskParams] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _tasks_known_and_overrides_valid(self) -> Params:
+        requested = self.finetune.tasks
+        if requested != "all":
+            if not requested or len(set(requested)) != len(requested):
+                raise ValueError(f"finetune.tasks: list each task once (or `all`): {requested}")
+            unknown = [t for t in requested if t not in self.tasks]
+            if unknown:
+                raise ValueError(f"finetune.tasks: {unknown} are not in the task registry "
+                                 f"(tasks: {sorted(self.tasks)})")
+        for name, task in self.tasks.items():
+            unknown_keys = set(task.overrides) - set(FinetuneKnobs.model_fields)
+            if unknown_keys:
+                raise ValueError(f"tasks.{name}.overrides: unknown keys {sorted(unknown_keys)}")
+            try:
+                self.finetune.for_task(task, self.finetune.seeds[0])
+            except ValidationError as err:
+                bad = "; ".join(f"tasks.{name}.overrides.{'.'.join(map(str, e['loc']))}: "
+                                f"{e['msg']} (got {e['input']!r})" for e in err.errors())
+                raise ValueError(bad) from None
+        return self
+
+    def requested_tasks(self) -> list[str]:
+        """The tasks to fine-tune: `finetune.tasks`, or every registry task for `all`."""
+        return list(self.tasks) if self.finetune.tasks == "all" else list(self.finetune.tasks)
 
 
 class ParamsError(ValueError):
@@ -137,13 +230,16 @@ class ParamsError(ValueError):
 def _format_errors(path: Path, err: ValidationError) -> str:
     lines = [f"{path}: {err.error_count()} invalid value(s)"]
     for e in err.errors():
-        key = ".".join(str(part) for part in e["loc"]) or "<root>"
+        key = ".".join(str(part) for part in e["loc"])
         if e["type"] == "value_error":  # our validators: the message may start with a sub-key
             msg = e["msg"].removeprefix("Value error, ")
-            lines.append(f"  {key}.{msg}" if _SUBKEY.match(msg) else f"  {key}: {msg}")
+            if _SUBKEY.match(msg):
+                lines.append(f"  {key}.{msg}" if key else f"  {msg}")
+            else:
+                lines.append(f"  {key or '<root>'}: {msg}")
         else:
             got = "" if e["type"] == "missing" else f" (got {e['input']!r})"
-            lines.append(f"  {key}: {e['msg']}{got}")
+            lines.append(f"  {key or '<root>'}: {e['msg']}{got}")
     return "\n".join(lines)
 
 

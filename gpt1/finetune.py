@@ -1,5 +1,10 @@
-"""Supervised fine-tuning (paper §3.2): a linear head on the final `<classify>` state, trained on
-L2 + λ·L1, the task loss plus the auxiliary language-modelling loss over the task text."""
+"""Supervised fine-tuning (paper §3.2-3.3): a linear head on the final `<classify>` state, trained
+on L2 + λ·L1, the task loss plus the auxiliary language-modelling loss over the task text.
+
+An example is m token sequences (`gpt1.transforms.encode_examples`): m = 1 for classification and
+entailment, 2 for similarity (both orders), one per choice for multiple choice. A batch of B
+examples is their B·m sequences, each example's consecutive, right-padded into one tensor.
+"""
 
 from __future__ import annotations
 
@@ -14,32 +19,67 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from gpt1.config import FinetuneTrainParams
+from gpt1.config import Family, FinetuneTrainParams, TaskParams
 from gpt1.device import autocast, configure_backends, resolve_device, resolve_dtype
 from gpt1.model import GPT1
 from gpt1.optim import build_optimizer, build_scheduler
 from gpt1.progress import StepProgress
+from gpt1.registry import n_outputs
 
 log = logging.getLogger("gpt1.finetune")
 
+_SEQUENCES_PER_EXAMPLE: dict[Family, int] = {"classification": 1, "entailment": 1,
+                                             "similarity": 2}
 
-class SequenceClassifier(nn.Module):
-    """The pretrained trunk, dropout, and a linear layer on the hidden state of the last token."""
 
-    def __init__(self, trunk: GPT1, n_outputs: int, dropout: float) -> None:
+class TaskModel(nn.Module):
+    """The pretrained trunk, dropout, and a linear head on each sequence's last (`<classify>`)
+    state: per example, logits over labels, a score (regression: one output), or, for multiple
+    choice, one scalar per choice, the logits of a softmax over the choices. Similarity adds the
+    two orders' states element-wise before dropout and the head."""
+
+    def __init__(self, trunk: GPT1, family: Family, n_outputs: int, dropout: float,
+                 seed: int) -> None:
         super().__init__()
+        if family == "multiple_choice" and n_outputs != 1:
+            raise ValueError(f"a multiple-choice head has 1 output per choice, not {n_outputs}")
+        self.family = family
         self.trunk = trunk
         self.dropout = nn.Dropout(dropout)
         self.head = nn.Linear(trunk.config.n_embd, n_outputs)
-        nn.init.normal_(self.head.weight, std=trunk.config.initializer_range)
+        # its own generator: the head is a function of `seed` alone, whatever ran before
+        nn.init.normal_(self.head.weight, std=trunk.config.initializer_range,
+                        generator=torch.Generator().manual_seed(seed))
         nn.init.zeros_(self.head.bias)
 
-    def forward(self, ids: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor,
-                                                                          torch.Tensor]:
-        """Logits (B, n_outputs) from each sequence's last real token, and the hidden states."""
+    @classmethod
+    def for_task(cls, trunk: GPT1, task: TaskParams, cfg: FinetuneTrainParams) -> TaskModel:
+        """The head `task` needs, with the dropout and seed of its training knobs."""
+        return cls(trunk, task.family, n_outputs(task), cfg.clf_dropout, cfg.seed)
+
+    @property
+    def regression(self) -> bool:
+        """A similarity score (STS-B), trained with MSE on the score itself."""
+        return self.family == "similarity" and self.head.out_features == 1
+
+    def forward(self, ids: torch.Tensor, lengths: torch.Tensor,
+                per_example: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Outputs of the B examples whose `per_example` sequences are consecutive rows of `ids`
+        (B·m, T): (B, n_outputs), or (B, m) for multiple choice; and the hidden states."""
+        if ids.shape[0] % per_example:
+            raise ValueError(f"{ids.shape[0]} sequences are not examples of {per_example}")
         hidden = self.trunk(ids)
         last = hidden[torch.arange(ids.shape[0], device=ids.device), lengths - 1]
-        return self.head(self.dropout(last)), hidden
+        if self.family == "multiple_choice":
+            return self.head(self.dropout(last)).view(-1, per_example), hidden
+        summed = last.view(-1, per_example, last.shape[-1]).sum(dim=1)
+        return self.head(self.dropout(summed)), hidden
+
+    def loss(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """L2: cross-entropy over labels (or choices), or MSE on the score for regression."""
+        if self.regression:
+            return F.mse_loss(outputs.squeeze(1).float(), targets)
+        return F.cross_entropy(outputs.float(), targets)
 
 
 def pad_batch(seqs: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -51,19 +91,32 @@ def pad_batch(seqs: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.T
     return ids, lengths
 
 
-def lm_loss_on_text(model: SequenceClassifier, hidden: torch.Tensor, ids: torch.Tensor,
+def lm_loss_on_text(model: TaskModel, hidden: torch.Tensor, ids: torch.Tensor,
                     lengths: torch.Tensor) -> torch.Tensor:
-    """Auxiliary LM loss: predict every real token after the first, padding ignored."""
-    logits = model.trunk.lm_logits(hidden[:, :-1])
-    targets = ids[:, 1:].masked_fill(
-        torch.arange(1, ids.shape[1], device=ids.device)[None, :] >= lengths[:, None], -100
-    )
-    return F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), ignore_index=-100)
+    """L1: the mean loss of predicting every real token after the first, padding left out."""
+    real = torch.arange(1, ids.shape[1], device=ids.device)[None, :] < lengths[:, None]
+    logits = model.trunk.lm_logits(hidden[:, :-1][real])
+    return F.cross_entropy(logits.float(), ids[:, 1:][real])
 
 
-def _batches(n: int, batch_size: int, rng: np.random.Generator | None) -> Iterator[np.ndarray]:
-    order = rng.permutation(n) if rng is not None else np.arange(n)
-    for start in range(0, n, batch_size):
+def _per_example(family: Family, examples: list[list[list[int]]]) -> int:
+    """m, the number of sequences of every example, checked against the family."""
+    counts = sorted({len(e) for e in examples})
+    expected = _SEQUENCES_PER_EXAMPLE.get(family)
+    if len(counts) == 1 and counts[0] > 0 and expected in (None, counts[0]):
+        return counts[0]
+    if family == "multiple_choice":
+        raise ValueError("a multiple-choice task needs the same number of choices in every "
+                         f"example; these have {counts}")
+    raise ValueError(f"a {family} example is {expected} sequence(s); these have {counts}")
+
+
+def _flat(examples: list[list[list[int]]], idx: np.ndarray) -> list[list[int]]:
+    return [seq for i in idx for seq in examples[i]]
+
+
+def _batches(order: np.ndarray, batch_size: int) -> Iterator[np.ndarray]:
+    for start in range(0, len(order), batch_size):
         yield order[start:start + batch_size]
 
 
@@ -74,34 +127,39 @@ class FinetuneResult:
     seconds: float
 
 
-def finetune(model: SequenceClassifier, seqs: list[list[int]], labels: np.ndarray, pad_id: int,
+def finetune(model: TaskModel, examples: list[list[list[int]]], targets: np.ndarray, pad_id: int,
              cfg: FinetuneTrainParams,
-             on_epoch: Callable[[int, SequenceClassifier], None] | None = None
-             ) -> FinetuneResult:
-    """Train `model` in place on (`seqs`, `labels`) for `cfg.epochs` epochs."""
+             on_epoch: Callable[[int, TaskModel, float], None] | None = None) -> FinetuneResult:
+    """Train `model` in place on (`examples`, `targets`) for `cfg.epochs` epochs of batches of
+    `cfg.batch_size` examples; dropout and shuffling are seeded by `cfg.seed`. After each epoch,
+    `on_epoch(epoch, model, the epoch's mean training loss)`."""
+    per_example = _per_example(model.family, examples)
+    if len(targets) != len(examples):
+        raise ValueError(f"{len(targets)} targets for {len(examples)} examples")
     device = resolve_device(cfg.device)
     dtype = resolve_dtype(cfg.precision, device)
     configure_backends(device)
     torch.manual_seed(cfg.seed)
     rng = np.random.default_rng(cfg.seed)
     model.to(device).train()
-    steps_per_epoch = math.ceil(len(seqs) / cfg.batch_size)
+    steps_per_epoch = math.ceil(len(examples) / cfg.batch_size)
     total = steps_per_epoch * cfg.epochs
     optimizer = build_optimizer(model, cfg.lr, cfg.weight_decay, device)
     scheduler = build_scheduler(optimizer, math.ceil(cfg.warmup_fraction * total), total,
                                 "linear")
-    labels_t = torch.tensor(labels)
+    targets_t = torch.as_tensor(targets, dtype=torch.float32 if model.regression else torch.long)
     started = time.perf_counter()
     smoothed = math.nan
     step = 0
     with StepProgress("finetune", total, max(1, steps_per_epoch // 5), log) as progress:
         for epoch in range(cfg.epochs):
-            for idx in _batches(len(seqs), cfg.batch_size, rng):
-                ids, lengths = pad_batch([seqs[i] for i in idx], pad_id)
+            epoch_losses = []
+            for idx in _batches(rng.permutation(len(examples)), cfg.batch_size):
+                ids, lengths = pad_batch(_flat(examples, idx), pad_id)
                 ids, lengths = ids.to(device), lengths.to(device)
                 with autocast(device, dtype):
-                    logits, hidden = model(ids, lengths)
-                    loss = F.cross_entropy(logits.float(), labels_t[idx].to(device))
+                    outputs, hidden = model(ids, lengths, per_example)
+                    loss = model.loss(outputs, targets_t[idx].to(device))
                     if cfg.lm_coef:
                         loss = loss + cfg.lm_coef * lm_loss_on_text(model, hidden, ids, lengths)
                 optimizer.zero_grad(set_to_none=True)
@@ -111,26 +169,37 @@ def finetune(model: SequenceClassifier, seqs: list[list[int]], labels: np.ndarra
                 scheduler.step()
                 step += 1
                 value = loss.item()
+                epoch_losses.append(value)
                 smoothed = value if math.isnan(smoothed) else 0.95 * smoothed + 0.05 * value
                 progress.update(step, loss=smoothed, epoch=epoch + 1)
             if on_epoch is not None:
-                on_epoch(epoch + 1, model)
+                on_epoch(epoch + 1, model, float(np.mean(epoch_losses)))
                 model.train()
     return FinetuneResult(steps=total, train_loss=smoothed,
                           seconds=time.perf_counter() - started)
 
 
 @torch.no_grad()
-def predict_logits(model: SequenceClassifier, seqs: list[list[int]], pad_id: int,
-                   batch_size: int, device: torch.device | str = "cpu",
-                   dtype: torch.dtype = torch.float32) -> np.ndarray:
-    """Head outputs (N, n_outputs) for every sequence, in order, in eval mode."""
+def predict(model: TaskModel, examples: list[list[list[int]]], pad_id: int, batch_size: int,
+            device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32
+            ) -> np.ndarray:
+    """Outputs for every example, in order, in eval mode: (N, n_outputs) logits or scores, or
+    (N, n_choices) choice logits for multiple choice. `batch_size` counts examples."""
     device = torch.device(device)
     model.to(device).eval()
+    if not examples:
+        width = 0 if model.family == "multiple_choice" else model.head.out_features
+        return np.zeros((0, width), np.float32)
+    per_example = _per_example(model.family, examples)
+    # examples of similar length share a batch: less padding, and padding changes no output
+    order = np.argsort([max(len(s) for s in e) for e in examples], kind="stable")
     out = []
-    for idx in _batches(len(seqs), batch_size, None):
-        ids, lengths = pad_batch([seqs[i] for i in idx], pad_id)
+    for idx in _batches(order, batch_size):
+        ids, lengths = pad_batch(_flat(examples, idx), pad_id)
         with autocast(device, dtype):
-            logits, _ = model(ids.to(device), lengths.to(device))
-        out.append(logits.float().cpu().numpy())
-    return np.concatenate(out) if out else np.zeros((0, model.head.out_features), np.float32)
+            outputs, _ = model(ids.to(device), lengths.to(device), per_example)
+        out.append(outputs.float().cpu().numpy())
+    stacked = np.concatenate(out)
+    result = np.empty_like(stacked)
+    result[order] = stacked
+    return result

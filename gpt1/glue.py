@@ -1,44 +1,114 @@
-"""Readers for GLUE's TSV release files (as written by `download_glue_data.py`)."""
+"""Delimited release files: GLUE's TSVs (as `download_glue_data.py` writes them), SciTail's TSVs
+and Story Cloze's CSVs, read row by row with the line each row starts on, so that every error
+names the file and line at fault."""
 
 from __future__ import annotations
 
 import csv
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 
 class DataFormatError(ValueError):
-    """A data file does not have the layout its reader expects; the message names file and line."""
+    """A data file does not have the layout its reader expects; the message names the file and
+    the line, row or key at fault."""
 
 
-def read_tsv(path: Path, columns: int, header: bool) -> list[list[str]]:
-    """Rows of a GLUE TSV, each with exactly `columns` fields.
+class Row(NamedTuple):
+    line: int  # the line of the file the row starts on, from 1
+    fields: list[str]
 
-    GLUE sentences hold literal `"` characters, so quoting is off (default CSV quoting merges
-    rows); a UTF-8 byte-order mark is tolerated; `header` says whether line 1 names the columns.
-    """
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: not found")
-    rows: list[list[str]] = []
+
+@dataclass(frozen=True)
+class Header:
+    """The first row of a file that names its columns."""
+
+    path: Path
+    line: int
+    names: list[str]
+
+    def find(self, name: str) -> int | None:
+        """Position of column `name`, or None where the file lacks it (GLUE test files: labels)."""
+        return self.names.index(name) if name in self.names else None
+
+    def require(self, name: str) -> int:
+        position = self.find(name)
+        if position is None:
+            raise DataFormatError(f"{self.path}:{self.line}: no column {name!r} in the header "
+                                  f"{self.names}")
+        return position
+
+
+def _rows(path: Path, tsv: bool) -> Iterator[Row]:
+    """Non-blank rows; a UTF-8 byte-order mark is tolerated. TSVs are read with quoting off:
+    GLUE sentences hold literal `"` characters, which default CSV quoting would take for quotes
+    and merge rows over. CSVs (Story Cloze) are quoted the standard way."""
+    dialect = {"delimiter": "\t", "quoting": csv.QUOTE_NONE} if tsv else {}
     with path.open(encoding="utf-8-sig", newline="") as fh:
-        reader = csv.reader(fh, delimiter="\t", quoting=csv.QUOTE_NONE)
-        for line_no, row in enumerate(reader, start=1):
-            if header and line_no == 1:
-                continue
-            if not row:
-                continue
-            if len(row) != columns:
-                raise DataFormatError(
-                    f"{path}:{line_no}: expected {columns} tab-separated fields, got {len(row)}"
-                )
-            rows.append(row)
-    return rows
+        reader = csv.reader(fh, **dialect)
+        line = 1
+        for fields in reader:
+            if fields:
+                yield Row(line, fields)
+            line = reader.line_num + 1  # a quoted CSV field may span lines
 
 
-def parse_label(path: Path, row_no: int, value: str, labels: tuple[str, ...]) -> int:
-    """Index of `value` in `labels`, or a DataFormatError naming the file and row."""
+def _checked(path: Path, rows: Iterator[Row], columns: int) -> Iterator[Row]:
+    for row in rows:
+        if len(row.fields) != columns:
+            raise DataFormatError(f"{path}:{row.line}: expected {columns} fields, "
+                                  f"got {len(row.fields)}")
+        yield row
+
+
+def read_tsv(path: Path, columns: int) -> Iterator[Row]:
+    """Rows of a TSV without a header line, each with exactly `columns` fields."""
+    return _checked(path, _rows(path, tsv=True), columns)
+
+
+def _with_header(path: Path, rows: Iterator[Row]) -> tuple[Header, Iterator[Row]]:
+    first = next(rows, None)
+    if first is None:
+        raise DataFormatError(f"{path}: empty, expected a header line")
+    header = Header(path, first.line, [name.strip() for name in first.fields])
+    return header, _checked(path, rows, len(header.names))
+
+
+def read_tsv_with_header(path: Path) -> tuple[Header, Iterator[Row]]:
+    """The header of a TSV and its other rows, each with as many fields as the header names."""
+    return _with_header(path, _rows(path, tsv=True))
+
+
+def read_csv_with_header(path: Path) -> tuple[Header, Iterator[Row]]:
+    """The header of a CSV and its other rows, each with as many fields as the header names."""
+    return _with_header(path, _rows(path, tsv=False))
+
+
+def parse_label(where: str, value: str, labels: Sequence[str]) -> int:
+    """Index of `value` in `labels`, or a DataFormatError that starts with `where` (file:line)."""
     try:
-        return labels.index(value)
+        return list(labels).index(value)
     except ValueError:
-        raise DataFormatError(
-            f"{path}: row {row_no}: label {value!r} is not one of {list(labels)}"
-        ) from None
+        raise DataFormatError(f"{where}: label {value!r} is not one of {list(labels)}") from None
+
+
+def parse_score(where: str, value: str) -> float:
+    """A finite number (a regression target such as STS-B's similarity)."""
+    try:
+        score = float(value)
+    except ValueError:
+        score = math.nan
+    if not math.isfinite(score):
+        raise DataFormatError(f"{where}: score {value!r} is not a finite number")
+    return score
+
+
+def parse_index(where: str, value: str) -> int:
+    """A release's own example index (GLUE's `index` column)."""
+    try:
+        return int(value)
+    except ValueError:
+        raise DataFormatError(f"{where}: index {value!r} is not an integer") from None

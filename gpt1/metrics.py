@@ -1,15 +1,29 @@
-"""Task metrics as the paper reports them, from scikit-learn."""
+"""Task metrics as the paper reports them, from scikit-learn and SciPy, in percent."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
-from sklearn.metrics import accuracy_score, matthews_corrcoef
+from scipy.stats import pearsonr, spearmanr
+from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
+
+_METRICS: dict[str, Callable[[np.ndarray, np.ndarray], float]] = {
+    "accuracy": lambda y, p: float(accuracy_score(y, p)),
+    "mcc": lambda y, p: float(matthews_corrcoef(y, p)),  # CoLA
+    "f1": lambda y, p: float(f1_score(y, p)),  # MRPC, QQP: F1 of the positive class (label 1)
+    "pearson": lambda y, p: float(pearsonr(y, p).statistic),  # STS-B
+    "spearman": lambda y, p: float(spearmanr(y, p).statistic),
+}
 
 
-def score(metric: str, labels: np.ndarray, predictions: np.ndarray) -> dict[str, float]:
-    """`{metric: value in percent}` for the task's metric."""
-    if metric == "accuracy":
-        return {"accuracy": 100.0 * float(accuracy_score(labels, predictions))}
-    if metric == "mcc":  # Matthews correlation, as the paper reports CoLA
-        return {"mcc": 100.0 * float(matthews_corrcoef(labels, predictions))}
-    raise ValueError(f"unknown metric {metric!r}")
+def score(metrics: list[str], labels: np.ndarray, predictions: np.ndarray) -> dict[str, float]:
+    """`{metric: value in percent}` for each of `metrics`; `predictions` are class indices, or
+    scores for the correlation metrics."""
+    unknown = [m for m in metrics if m not in _METRICS]
+    if unknown:
+        raise ValueError(f"unknown metrics {unknown}; known: {sorted(_METRICS)}")
+    if len(labels) != len(predictions) or not len(labels):
+        raise ValueError(f"need as many predictions as labels, at least one: got "
+                         f"{len(predictions)} predictions for {len(labels)} labels")
+    return {m: 100.0 * _METRICS[m](labels, predictions) for m in metrics}

@@ -1,58 +1,306 @@
-"""Read each task's release files into its family's normalised table."""
+"""Read each task's release files into its family's normalised table (`gpt1.registry`).
+
+A registry entry names its reader (`tasks.<name>.reader` in `params.yaml`); the reader turns
+one release file (or, for RACE, one folder of articles) into the columns of the task's family;
+`read_split` concatenates a split's files into one table. Labels become indices into the task's
+`labels`; splits without labels (GLUE test files) get null labels.
+"""
 
 from __future__ import annotations
 
+import json
+import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
+from sklearn.model_selection import train_test_split
 
-from gpt1.glue import parse_label, read_tsv
-from gpt1.registry import Split, TaskSpec, task_spec
-
-CLASSIFICATION_SCHEMA = pa.schema(
-    [("idx", pa.int64()), ("text", pa.string()), ("label", pa.int64())]
+from gpt1.config import Family, TaskParams
+from gpt1.glue import (
+    DataFormatError,
+    parse_index,
+    parse_label,
+    parse_score,
+    read_csv_with_header,
+    read_tsv,
+    read_tsv_with_header,
 )
+from gpt1.registry import split_paths, task_schema
+
+log = logging.getLogger("gpt1.readers")
+
+# One file's rows, column by column, named as in the family's schema. `idx` is there only where
+# the file has its own index column; `read_split` numbers the other rows.
+Columns = dict[str, list[object]]
+ReadFile = Callable[[TaskParams, Path], Columns]
 
 
-def _glue_test_table(path: Path) -> pa.Table:
-    """A GLUE single-sentence test file: header, then `index<TAB>sentence`, no labels."""
-    rows = read_tsv(path, columns=2, header=True)
-    return pa.table({"idx": [int(r[0]) for r in rows], "text": [r[1] for r in rows],
-                     "label": pa.nulls(len(rows), pa.int64())}, schema=CLASSIFICATION_SCHEMA)
+@dataclass(frozen=True)
+class Reader:
+    """What a registry `reader` name stands for: a function reading one file (or RACE folder)
+    into the columns of `family`."""
+
+    family: Family
+    read: ReadFile
 
 
-def _labelled_table(spec: TaskSpec, path: Path, rows: list[list[str]], text_col: int,
-                    label_col: int, first_line: int) -> pa.Table:
-    return pa.table({"idx": list(range(len(rows))), "text": [r[text_col] for r in rows],
-                     "label": [parse_label(path, first_line + i, r[label_col], spec.labels)
-                               for i, r in enumerate(rows)]}, schema=CLASSIFICATION_SCHEMA)
+def _label(task: TaskParams, where: str, value: str) -> int | float:
+    if task.regression:
+        return parse_score(where, value)
+    assert task.labels is not None  # TaskParams guarantees labels outside regression
+    return parse_label(where, value, task.labels)
 
 
-def _read_sst2(spec: TaskSpec, path: Path, split: Split) -> pa.Table:
-    if split == "test":
-        return _glue_test_table(path)
-    rows = read_tsv(path, columns=2, header=True)  # sentence, label
-    return _labelled_table(spec, path, rows, text_col=0, label_col=1, first_line=2)
+# -- GLUE: a header names the columns; test files lack the label column -------------------------
 
 
-def _read_cola(spec: TaskSpec, path: Path, split: Split) -> pa.Table:
-    if split == "test":  # the only CoLA file with a header
-        return _glue_test_table(path)
-    rows = read_tsv(path, columns=4, header=False)  # source, label, author's mark, sentence
-    return _labelled_table(spec, path, rows, text_col=3, label_col=1, first_line=1)
+def _glue_tsv(texts: dict[str, str], label: str, index: str = "index") -> ReadFile:
+    """A reader of GLUE TSVs with a header line: the schema columns `texts` (schema name ->
+    header name), the label from column `label` where the file has it, `idx` from column `index`
+    where the file has it. Columns are found by name, so extra columns (MNLI's parses, STS-B's
+    genre and year) and their order do not matter."""
+
+    def read(task: TaskParams, path: Path) -> Columns:
+        header, rows = read_tsv_with_header(path)
+        text_at = {column: header.require(name) for column, name in texts.items()}
+        label_at, index_at = header.find(label), header.find(index)
+        columns: Columns = {column: [] for column in [*texts, "label"]}
+        if index_at is not None:
+            columns["idx"] = []
+        for line, fields in rows:
+            where = f"{path}:{line}"
+            for column, at in text_at.items():
+                columns[column].append(fields[at])
+            columns["label"].append(None if label_at is None
+                                    else _label(task, where, fields[label_at]))
+            if index_at is not None:
+                columns["idx"].append(parse_index(where, fields[index_at]))
+        return columns
+
+    return read
 
 
-READERS: dict[str, Callable[[TaskSpec, Path, Split], pa.Table]] = {
-    "sst2": _read_sst2,
-    "cola": _read_cola,
+_read_single_sentence = _glue_tsv({"text": "sentence"}, label="label")
+
+
+def _starts_with_header(path: Path, first_column: str) -> bool:
+    with path.open(encoding="utf-8-sig") as fh:
+        return fh.readline().split("\t", 1)[0].strip() == first_column
+
+
+def _read_cola(task: TaskParams, path: Path) -> Columns:
+    """CoLA train and dev have no header: source, label, the author's mark (`*`), sentence.
+    Only the test file has a header (index, sentence), and no labels."""
+    if _starts_with_header(path, "index"):
+        return _read_single_sentence(task, path)
+    columns: Columns = {"text": [], "label": []}
+    for line, (_, label, _, sentence) in read_tsv(path, columns=4):
+        columns["text"].append(sentence)
+        columns["label"].append(_label(task, f"{path}:{line}", label))
+    return columns
+
+
+# -- SciTail TSV and SNLI / MultiNLI JSON lines --------------------------------------------------
+
+
+def _read_scitail(task: TaskParams, path: Path) -> Columns:
+    """SciTail's `tsv_format`: premise, hypothesis, label (entails / neutral), no header."""
+    columns: Columns = {"premise": [], "hypothesis": [], "label": []}
+    for line, (premise, hypothesis, label) in read_tsv(path, columns=3):
+        columns["premise"].append(premise)
+        columns["hypothesis"].append(hypothesis)
+        columns["label"].append(_label(task, f"{path}:{line}", label))
+    return columns
+
+
+def _string(where: str, record: object, key: str) -> str:
+    value = record.get(key) if isinstance(record, dict) else None
+    if not isinstance(value, str):
+        raise DataFormatError(f"{where}: key {key!r}: expected a string, got {value!r}")
+    return value
+
+
+def _read_nli_jsonl(task: TaskParams, path: Path) -> Columns:
+    """SNLI / MultiNLI `.jsonl`: one JSON object a line with sentence1 (the premise), sentence2
+    (the hypothesis) and gold_label. Pairs whose annotators reached no consensus (gold_label
+    `-`) have no label and are dropped, as is standard."""
+    columns: Columns = {"premise": [], "hypothesis": [], "label": []}
+    dropped = 0
+    with path.open(encoding="utf-8-sig") as fh:
+        for line, text in enumerate(fh, start=1):
+            if not text.strip():
+                continue
+            where = f"{path}:{line}"
+            try:
+                record = json.loads(text)
+            except json.JSONDecodeError as err:
+                raise DataFormatError(f"{where}: not a JSON object: {err.msg}") from None
+            gold = _string(where, record, "gold_label")
+            if gold == "-":
+                dropped += 1
+                continue
+            columns["premise"].append(_string(where, record, "sentence1"))
+            columns["hypothesis"].append(_string(where, record, "sentence2"))
+            columns["label"].append(_label(task, where, gold))
+    log.info("%s: %d pairs read, %d without a gold label (-) dropped", path,
+             len(columns["label"]), dropped)
+    return columns
+
+
+# -- multiple choice: Story Cloze CSV and RACE JSON ----------------------------------------------
+
+_STORY = [f"InputSentence{i}" for i in range(1, 5)]
+_ENDINGS = ["RandomFifthSentenceQuiz1", "RandomFifthSentenceQuiz2"]
+
+
+def _read_story_cloze(task: TaskParams, path: Path) -> Columns:
+    """Story Cloze 2016 CSV: the four sentences of a story (joined by spaces, as the original
+    code does) are the context, the two candidate endings the choices, AnswerRightEnding (1 or
+    2) the right one. There is no question."""
+    header, rows = read_csv_with_header(path)
+    story_at = [header.require(name) for name in _STORY]
+    endings_at = [header.require(name) for name in _ENDINGS]
+    answer_at = header.find("AnswerRightEnding")
+    columns: Columns = {"context": [], "question": [], "choices": [], "label": []}
+    for line, fields in rows:
+        columns["context"].append(" ".join(fields[at] for at in story_at))
+        columns["question"].append("")
+        columns["choices"].append([fields[at] for at in endings_at])
+        columns["label"].append(None if answer_at is None
+                                else parse_label(f"{path}:{line}", fields[answer_at], ["1", "2"]))
+    return columns
+
+
+_ANSWERS = "ABCD"
+
+
+def _race_article(path: Path) -> Columns:
+    """One RACE article file: JSON with the article and, item for item, its questions, their
+    four options and the letters of the right ones. One row per question."""
+    try:
+        record = json.loads(path.read_text(encoding="utf-8-sig"))
+    except json.JSONDecodeError as err:
+        raise DataFormatError(f"{path}:{err.lineno}: not JSON: {err.msg}") from None
+    article = _string(str(path), record, "article")
+    items = [record.get(key) for key in ("questions", "options", "answers")]
+    if not all(isinstance(item, list) for item in items) or len({len(i) for i in items}) != 1:
+        raise DataFormatError(f"{path}: keys 'questions', 'options' and 'answers' must be lists "
+                              "of one length")
+    questions, options, answers = items
+    columns: Columns = {"context": [], "question": [], "choices": [], "label": []}
+    for k, (question, choices, answer) in enumerate(zip(questions, options, answers,
+                                                        strict=True)):
+        if not isinstance(question, str):
+            raise DataFormatError(f"{path}: questions[{k}]: expected a string")
+        if (not isinstance(choices, list) or len(choices) != len(_ANSWERS)
+                or not all(isinstance(c, str) for c in choices)):
+            raise DataFormatError(f"{path}: options[{k}]: expected {len(_ANSWERS)} strings")
+        columns["context"].append(article)
+        columns["question"].append(question)
+        columns["choices"].append(choices)
+        columns["label"].append(parse_label(f"{path}: answers[{k}]", answer, _ANSWERS))
+    return columns
+
+
+def _read_race(task: TaskParams, path: Path) -> Columns:
+    """A folder of RACE articles (`*.txt`, each one JSON object), read in sorted name order."""
+    files = sorted(path.glob("*.txt")) if path.is_dir() else [path]
+    if not files:
+        raise FileNotFoundError(f"{path}: no RACE article files (*.txt) in the folder")
+    columns: Columns = {"context": [], "question": [], "choices": [], "label": []}
+    for file in files:
+        for column, values in _race_article(file).items():
+            columns[column].extend(values)
+    return columns
+
+
+# GLUE's columns go to premise / hypothesis (text_a / text_b) in the file's order, as the GLUE
+# baselines and BERT's processors pair them: for QNLI the question is the premise and the
+# sentence that may answer it the hypothesis.
+READERS: dict[str, Reader] = {
+    "glue_cola": Reader("classification", _read_cola),
+    "glue_sst2": Reader("classification", _read_single_sentence),
+    "nli_jsonl": Reader("entailment", _read_nli_jsonl),
+    "glue_mnli": Reader("entailment", _glue_tsv({"premise": "sentence1",
+                                                 "hypothesis": "sentence2"}, label="gold_label")),
+    "glue_qnli": Reader("entailment", _glue_tsv({"premise": "question", "hypothesis": "sentence"},
+                                                label="label")),
+    "glue_rte": Reader("entailment", _glue_tsv({"premise": "sentence1", "hypothesis": "sentence2"},
+                                               label="label")),
+    "scitail_tsv": Reader("entailment", _read_scitail),
+    "glue_mrpc": Reader("similarity", _glue_tsv({"text_a": "#1 String", "text_b": "#2 String"},
+                                                label="Quality")),
+    # QQP's `id` (a pair id in train and dev, 0.. in test) is the file's own index
+    "glue_qqp": Reader("similarity", _glue_tsv({"text_a": "question1", "text_b": "question2"},
+                                               label="is_duplicate", index="id")),
+    "glue_stsb": Reader("similarity", _glue_tsv({"text_a": "sentence1", "text_b": "sentence2"},
+                                                label="score")),
+    "story_cloze_csv": Reader("multiple_choice", _read_story_cloze),
+    "race_json": Reader("multiple_choice", _read_race),
 }
 
 
-def read_task_split(name: str, root: Path, split: Split) -> pa.Table:
-    """Read one split of task `name` from the data root `root` into its family's schema."""
-    spec = task_spec(name)
-    path = root / spec.files[split]
-    if not path.is_file():
-        raise FileNotFoundError(f"task {name}: {split} split expected at {path}, not found")
-    return READERS[name](spec, path, split)
+# -- splits --------------------------------------------------------------------------------------
+
+
+def _reader(task: TaskParams) -> Reader:
+    reader = READERS.get(task.reader)
+    if reader is None:
+        raise ValueError(f"{task.title}: unknown reader {task.reader!r} (readers: "
+                         f"{sorted(READERS)})")
+    if reader.family != task.family:
+        raise ValueError(f"{task.title}: reader {task.reader!r} reads {reader.family} files, "
+                         f"not {task.family}")
+    return reader
+
+
+def _split_files(task: TaskParams, root: Path, split: str) -> list[Path]:
+    if split not in task.files:
+        raise ValueError(f"{task.title}: no {split!r} split in its files {sorted(task.files)}")
+    return [root / rel for rel in split_paths(task, split)]
+
+
+def missing_files(task: TaskParams, root: Path) -> list[Path]:
+    """The files (or RACE folders) of the task's splits that are missing under `root`: empty
+    when the task can run."""
+    return [path for split in task.files for path in _split_files(task, root, split)
+            if not path.exists()]
+
+
+def read_split(task: TaskParams, root: Path, split: str) -> pa.Table:
+    """One split of `task` (its files under the data root `root`, concatenated) in the table of
+    its family, `task_schema(task)`. `idx` is the file's own index where it has one, else the
+    row number across the split's files. Raises FileNotFoundError naming the missing files and
+    DataFormatError naming the file and line (or key) of bad content."""
+    reader = _reader(task)
+    paths = _split_files(task, root, split)
+    missing = [str(path) for path in paths if not path.exists()]
+    if missing:
+        raise FileNotFoundError(f"{task.title}: {split} split expected at {', '.join(missing)}, "
+                                "not found")
+    schema = task_schema(task)
+    tables = [schema.empty_table()]  # so that a split of no files is an empty table
+    start = 0
+    for path in paths:
+        columns = reader.read(task, path)
+        rows = len(columns["label"])
+        columns.setdefault("idx", list(range(start, start + rows)))
+        tables.append(pa.table(columns, schema=schema))
+        start += rows
+    table = pa.concat_tables(tables)
+    if not split.startswith("test") and table.column("label").null_count:
+        raise DataFormatError(f"{task.title}: {', '.join(map(str, paths))}: rows without a "
+                              f"label in the {split} split (only test splits may lack them)")
+    return table
+
+
+def holdout_split(table: pa.Table, size: int, seed: int) -> tuple[pa.Table, pa.Table]:
+    """(train, dev): `size` rows of `table` drawn out for dev as OpenAI's fine-tuning code draws
+    Story Cloze's 374 dev stories out of the 1,871 of the validation file: scikit-learn's
+    `train_test_split(..., test_size=size, random_state=seed)` of the rows in file order, each
+    part in the order it returns."""
+    train, dev = train_test_split(np.arange(table.num_rows), test_size=size, random_state=seed)
+    return table.take(train), table.take(dev)

@@ -1,56 +1,43 @@
-"""The fine-tuning tasks: where each one's data lives, its family, labels, metric and the paper's
-figure. (How each is read lives in `gpt1.readers`, so that only ingest depends on it.)"""
+"""The task families of paper §3.3 and what a registry entry (`params.yaml` `tasks`) implies:
+each family's normalised table, which every reader produces and fine-tuning consumes."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
+import pyarrow as pa
 
-Split = Literal["train", "dev", "test"]
-SPLITS: tuple[Split, ...] = ("train", "dev", "test")
-Family = Literal["classification", "entailment", "similarity", "multiple_choice"]
+from gpt1.config import Family, TaskParams
 
+_IDX = ("idx", pa.int64())  # the release's own index where it has one (GLUE test), else the row
+_CLASS = ("label", pa.int64())  # an index into the task's labels (null where unlabelled)
+_SCORE = ("label", pa.float64())  # a regression target (STS-B's 0-5 similarity)
 
-@dataclass(frozen=True)
-class TaskSpec:
-    name: str
-    title: str
-    family: Family
-    files: dict[Split, str]  # relative to the data root
-    labels: tuple[str, ...]
-    metric: str
-    paper_score: float  # the paper's figure for `metric` (Tables 2 and 3), in percent
-
-
-TASKS: dict[str, TaskSpec] = {
-    spec.name: spec
-    for spec in (
-        TaskSpec(
-            name="sst2",
-            title="SST-2",
-            family="classification",
-            files={"train": "glue/SST-2/train.tsv", "dev": "glue/SST-2/dev.tsv",
-                   "test": "glue/SST-2/test.tsv"},
-            labels=("0", "1"),
-            metric="accuracy",
-            paper_score=91.3,
-        ),
-        TaskSpec(
-            name="cola",
-            title="CoLA",
-            family="classification",
-            files={"train": "glue/CoLA/train.tsv", "dev": "glue/CoLA/dev.tsv",
-                   "test": "glue/CoLA/test.tsv"},
-            labels=("0", "1"),
-            metric="mcc",
-            paper_score=45.4,
-        ),
-    )
+SCHEMAS: dict[Family, pa.Schema] = {
+    "classification": pa.schema([_IDX, ("text", pa.string()), _CLASS]),
+    "entailment": pa.schema([_IDX, ("premise", pa.string()), ("hypothesis", pa.string()),
+                             _CLASS]),
+    "similarity": pa.schema([_IDX, ("text_a", pa.string()), ("text_b", pa.string()), _CLASS]),
+    # `label` is the index of the right answer among `choices`
+    "multiple_choice": pa.schema([_IDX, ("context", pa.string()), ("question", pa.string()),
+                                  ("choices", pa.list_(pa.string())), _CLASS]),
 }
+REGRESSION_SCHEMA = pa.schema([_IDX, ("text_a", pa.string()), ("text_b", pa.string()), _SCORE])
 
 
-def task_spec(name: str) -> TaskSpec:
-    """The spec of task `name`, or a ValueError listing the known tasks."""
-    if name not in TASKS:
-        raise ValueError(f"unknown task {name!r} in finetune.tasks; known: {sorted(TASKS)}")
-    return TASKS[name]
+def task_schema(task: TaskParams) -> pa.Schema:
+    """The table every split of `task` is read into."""
+    return REGRESSION_SCHEMA if task.regression else SCHEMAS[task.family]
+
+
+def n_outputs(task: TaskParams) -> int:
+    """Outputs of the task's linear head: one per label, one score (regression), or one scalar
+    per choice (multiple choice: the choices' scalars go through a softmax)."""
+    if task.family == "multiple_choice" or task.regression:
+        return 1
+    assert task.labels is not None
+    return len(task.labels)
+
+
+def split_paths(task: TaskParams, split: str) -> list[str]:
+    """The file(s) of one split, relative to the data root."""
+    files = task.files[split]
+    return [files] if isinstance(files, str) else list(files)

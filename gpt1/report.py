@@ -2,38 +2,98 @@
 
 from __future__ import annotations
 
-from gpt1.registry import TASKS
+import statistics
+from typing import Any
+
+from gpt1.config import TaskParams
+
+PAPER_GLUE = 72.8  # the paper's GLUE score (Table 4; test sets, nine tasks)
+
+Result = dict[str, Any]  # a task's metrics file (metrics/finetune/<task>.json)
 
 
-def render_summary(pretrain: dict, finetune: dict[str, dict]) -> str:
-    """Markdown for `reports/summary.md` from the pretrain metrics and each task's metrics."""
-    lines = [
-        "# gpt1 benchmark report",
-        "",
+def _pretrain_section(pretrain: Result) -> list[str]:
+    return [
         "## Pretraining",
         "",
         "| steps | tokens | parameters | train loss | val loss | val perplexity "
-        "| unigram val loss | tokens/s |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| unigram val loss | tokens/s | MFU |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
         f"| {pretrain['steps']} | {pretrain['tokens']:,} | {pretrain['parameters']:,} "
         f"| {pretrain['train_loss']:.4f} | {pretrain['val_loss']:.4f} "
         f"| {pretrain['val_perplexity']:.2f} | {pretrain['unigram_val_loss']:.4f} "
-        f"| {pretrain['tokens_per_second']:,.0f} |",
+        f"| {pretrain['tokens_per_second']:,.0f} | {100 * pretrain['mfu']:.1f}% |",
         "",
         "Losses are in nats per token. The unigram val loss is what token frequencies alone "
         "achieve (the train split's smoothed frequencies scored on val): a val loss well below "
         "it is what the model learned from context.",
         "",
-        "## Fine-tuning (dev sets)",
-        "",
-        "| task | metric | ours | paper | train examples | dev examples |",
-        "|---|---|---:|---:|---:|---:|",
     ]
-    for name, m in sorted(finetune.items(), key=lambda kv: list(TASKS).index(kv[0])):
-        spec = TASKS[name]
-        lines.append(
-            f"| {spec.title} | {spec.metric} | {m['dev'][spec.metric]:.1f} "
-            f"| {spec.paper_score:.1f} | {m['train_examples']:,} | {m['dev_examples']:,} |"
+
+
+def _figure(summary: dict[str, float]) -> str:
+    return f"{summary['median']:.1f}"
+
+
+def _spread(summary: dict[str, float]) -> str:
+    return f"[{summary['min']:.1f}, {summary['max']:.1f}]"
+
+
+def _task_rows(name: str, task: TaskParams, result: Result, plot: str | None) -> list[str]:
+    if not result["run"]:
+        return [f"| {task.title} | | | not run: {result['reason']} | | | |"]
+    rows = []
+    for split in task.eval_splits:
+        scores = result["dev"][split]
+        primary = task.metrics[0]
+        others = ", ".join(f"{m} {_figure(scores[m])}" for m in task.metrics[1:])
+        paper = task.paper.get(split)
+        title = task.title if split == "dev" else f"{task.title} ({split})"
+        if plot is not None:
+            title = f"[{title}]({plot})"
+        rows.append(
+            f"| {title} | {primary}{f' ({others})' if others else ''} "
+            f"| {_figure(scores[primary])} | {_spread(scores[primary])} "
+            f"| {len(result['seeds'])} | {'' if paper is None else f'{paper:.1f}'} "
+            f"| {result['train_examples']:,} |"
         )
-    lines += ["", "Paper figures: Radford et al. (2018), Tables 2 and 3.", ""]
+    return rows
+
+
+def glue_average(tasks: dict[str, TaskParams], results: dict[str, Result]) -> float | None:
+    """GLUE's way over the GLUE tasks run: each task's metrics averaged (F1 and accuracy;
+    Pearson and Spearman; MNLI's matched and mismatched), then the tasks averaged."""
+    per_task = []
+    for name, task in tasks.items():
+        result = results.get(name)
+        if not task.glue or result is None or not result["run"]:
+            continue
+        per_task.append(statistics.fmean(result["dev"][split][m]["median"]
+                                         for split in task.eval_splits for m in task.metrics))
+    return statistics.fmean(per_task) if per_task else None
+
+
+def render_summary(pretrain: Result, tasks: dict[str, TaskParams], results: dict[str, Result],
+                   plots: dict[str, str] | None = None) -> str:
+    """Markdown for `reports/summary.md`: pretraining, then a row per task and dev split
+    (the median over seeds, its spread, the paper's figure), in registry order."""
+    plots = plots or {}
+    lines = ["# gpt1 benchmark report", "", *_pretrain_section(pretrain),
+             "## Fine-tuning (dev sets)", "",
+             "| task | metric | ours (median) | [min, max] | seeds | paper | train examples |",
+             "|---|---|---:|---:|---:|---:|---:|"]
+    for name, task in tasks.items():
+        if name in results:
+            lines += _task_rows(name, task, results[name], plots.get(name))
+    average = glue_average(tasks, results)
+    lines += [
+        "",
+        f"GLUE average over the GLUE tasks run here: "
+        f"{'n/a' if average is None else f'{average:.1f}'} (paper: {PAPER_GLUE}, the GLUE "
+        "test score over nine tasks). Each task's metrics are averaged, then the tasks.",
+        "",
+        "Ours: dev sets (Story Cloze: the 374 stories held out of the 2016 validation set); the "
+        "paper's figures (Radford et al. 2018, Tables 2-4) are mostly test-set figures.",
+        "",
+    ]
     return "\n".join(lines)

@@ -1,111 +1,184 @@
-"""Stage `finetune@<task>`: fine-tune the pretrained model on one task, score it on dev."""
+"""Stage `finetune@<task>`: fine-tune the pretrained model on one task once per seed, score every
+dev split, and keep the model and predictions of the median seed."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import logging
+import statistics
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow.parquet as pq
-from dvclive import Live
 
 from gpt1.atomic import atomic_dir, write_text
 from gpt1.bpe import Gpt1Tokenizer
-from gpt1.config import Params
+from gpt1.config import Params, TaskParams
 from gpt1.device import resolve_device, resolve_dtype
-from gpt1.finetune import SequenceClassifier, finetune, predict_logits
+from gpt1.finetune import TaskModel, finetune, predict
 from gpt1.metrics import score
 from gpt1.model import load_model, save_safetensors
-from gpt1.registry import TASKS, task_spec
 from gpt1.text import TextCleaner
-from gpt1.transforms import classification_input, encode_texts
-from tasks.paths import FINETUNE_DIR, FINETUNE_LIVE, FINETUNE_METRICS, PRETRAIN_DIR, RAW_TASKS
+from gpt1.transforms import encode_examples, targets
+from tasks.paths import FINETUNE_DIR, FINETUNE_METRICS, PRETRAIN_DIR, RAW_TASKS
 from tasks.stage import main
 
 log = logging.getLogger("gpt1.finetune")
 
 
-def _encode(split_path: Path, tok: Gpt1Tokenizer, cleaner: TextCleaner,
-            n_ctx: int) -> tuple[list[list[int]], np.ndarray, np.ndarray]:
-    table = pq.read_table(split_path)
-    texts = table.column("text").to_pylist()
-    seqs = [classification_input(ids, tok, n_ctx) for ids in encode_texts(texts, tok, cleaner)]
-    labels = table.column("label").to_numpy(zero_copy_only=False)
-    return seqs, labels, table.column("idx").to_numpy()
+@dataclass(frozen=True)
+class Split:
+    examples: list[list[list[int]]]
+    targets: np.ndarray | None  # None where the split is unlabelled (GLUE test sets)
+    idx: np.ndarray
 
 
-def run(params: Params, task: str) -> None:
-    if task not in params.finetune.tasks:
-        raise ValueError(f"task {task!r} is not in finetune.tasks {params.finetune.tasks}")
-    spec = task_spec(task)
-    cfg = params.finetune.for_task(task)
-    tok = Gpt1Tokenizer.load(PRETRAIN_DIR / "tokenizer.json")
-    trunk = load_model(PRETRAIN_DIR)
-    n_ctx = trunk.config.n_ctx
+@dataclass
+class SeedRun:
+    seed: int
+    model: TaskModel
+    epochs: list[dict[str, Any]]
+    summary: dict[str, Any]
+
+    def dev(self) -> dict[str, dict[str, float]]:
+        return self.epochs[-1]["dev"]
+
+
+def load_splits(name: str, task: TaskParams, splits: list[str], tok: Gpt1Tokenizer,
+                n_ctx: int) -> dict[str, Split]:
+    """Each split's examples through the task's input transformation, and its targets."""
     cleaner = TextCleaner()
-    data = {split: _encode(RAW_TASKS / task / f"{split}.parquet", tok, cleaner, n_ctx)
-            for split in ("train", "dev", "test")}
-    train_seqs, train_labels, _ = data["train"]
-    dev_seqs, dev_labels, dev_idx = data["dev"]
-    model = SequenceClassifier(trunk, len(spec.labels), cfg.clf_dropout)
+    loaded = {}
+    for split in splits:
+        table = pq.read_table(RAW_TASKS / name / f"{split}.parquet")
+        labelled = table.column("label").null_count == 0
+        loaded[split] = Split(encode_examples(task, table, tok, cleaner, n_ctx),
+                              targets(task, table) if labelled else None,
+                              table.column("idx").to_numpy())
+    return loaded
+
+
+def decide(task: TaskParams, outputs: np.ndarray) -> np.ndarray:
+    """Predictions from head outputs: a label or choice index, or the score (regression)."""
+    return outputs[:, 0] if task.regression else outputs.argmax(axis=1)
+
+
+def run_seed(params: Params, task: TaskParams, seed: int, data: dict[str, Split],
+             pad_id: int) -> SeedRun:
+    cfg = params.finetune.for_task(task, seed)
     device = resolve_device(cfg.device)
     dtype = resolve_dtype(cfg.precision, device)
-    log.info("%s: %d train / %d dev examples, %d epochs", spec.title, len(train_seqs),
-             len(dev_seqs), cfg.epochs)
+    model = TaskModel.for_task(load_model(PRETRAIN_DIR), task, cfg)
+    epochs: list[dict[str, Any]] = []
 
-    def dev_scores(m: SequenceClassifier) -> tuple[dict[str, float], np.ndarray]:
-        logits = predict_logits(m, dev_seqs, tok.pad_id, cfg.batch_size, device, dtype)
-        preds = logits.argmax(axis=1)
-        return score(spec.metric, dev_labels, preds), preds
+    def evaluate(epoch: int, m: TaskModel, train_loss: float) -> None:
+        dev = {split: score(task.metrics, data[split].targets,
+                            decide(task, predict(m, data[split].examples, pad_id,
+                                                 cfg.batch_size, device, dtype)))
+               for split in task.eval_splits}
+        epochs.append({"epoch": epoch, "train_loss": train_loss, "dev": dev})
+        log.info("%s seed %d epoch %d: train loss %.4f, %s", task.title, seed, epoch, train_loss,
+                 "; ".join(f"{s} " + ", ".join(f"{k} {v:.2f}" for k, v in d.items())
+                           for s, d in dev.items()))
 
-    with Live(dir=str(FINETUNE_LIVE / task), save_dvc_exp=False, dvcyaml=None,
-              report=None) as live:
-        def on_epoch(epoch: int, m: SequenceClassifier) -> None:
-            scores, _ = dev_scores(m)
-            live.step = epoch
-            for name, value in scores.items():
-                live.log_metric(f"dev/{name}", value)
-            log.info("%s epoch %d: dev %s", spec.title, epoch,
-                     ", ".join(f"{k} {v:.2f}" for k, v in scores.items()))
-
-        result = finetune(model, train_seqs, train_labels, tok.pad_id, cfg, on_epoch)
-
-    scores, dev_preds = dev_scores(model)
-    test_seqs, _, test_idx = data["test"]
-    test_preds = predict_logits(model, test_seqs, tok.pad_id, cfg.batch_size, device,
-                                dtype).argmax(axis=1)
-    with atomic_dir(FINETUNE_DIR / task) as tmp:
-        save_safetensors(model.state_dict(), tmp / "model.safetensors")
-        trunk.config.save(tmp / "config.json")
-        (tmp / "task.json").write_text(json.dumps(
-            {"task": task, "family": spec.family, "labels": list(spec.labels)}, indent=2) + "\n")
-        _write_predictions(tmp / "dev_predictions.tsv", dev_idx, dev_preds, spec.labels)
-        _write_predictions(tmp / "test_predictions.tsv", test_idx, test_preds, spec.labels)
-    metrics = {
-        "task": task,
-        "metric": spec.metric,
-        "dev": {k: round(v, 2) for k, v in scores.items()},
-        "train_examples": len(train_seqs),
-        "dev_examples": len(dev_seqs),
-        "steps": result.steps,
-        "train_loss": round(result.train_loss, 4),
-        "seconds": round(result.seconds, 1),
-    }
-    write_text(FINETUNE_METRICS / f"{task}.json", json.dumps(metrics, indent=2) + "\n")
-    log.info("%s dev %s", spec.title, metrics["dev"])
+    train = data["train"]
+    result = finetune(model, train.examples, train.targets, pad_id, cfg, evaluate)
+    summary = {"seed": seed, "steps": result.steps, "train_loss": round(result.train_loss, 4),
+               "seconds": round(result.seconds, 1), "epochs": epochs}
+    return SeedRun(seed, model, epochs, summary)
 
 
-def _write_predictions(path: Path, idx: np.ndarray, preds: np.ndarray,
-                       labels: tuple[str, ...]) -> None:
-    """GLUE submission format: `index<TAB>prediction`, predictions as the task's label strings."""
-    lines = ["index\tprediction", *(f"{i}\t{labels[p]}" for i, p in zip(idx, preds, strict=True))]
+def summarise(task: TaskParams, runs: list[SeedRun]) -> dict[str, dict[str, dict[str, float]]]:
+    """Median, min and max over seeds of every metric on every dev split."""
+    return {split: {metric: {"median": round(statistics.median(values), 2),
+                             "min": round(min(values), 2), "max": round(max(values), 2)}
+                    for metric in task.metrics
+                    for values in [[r.dev()[split][metric] for r in runs]]}
+            for split in task.eval_splits}
+
+
+def median_run(task: TaskParams, runs: list[SeedRun]) -> SeedRun:
+    """The run at the median of the first metric on the first dev split (the lower of the two
+    middle runs for an even count)."""
+    key = task.eval_splits[0], task.metrics[0]
+    ordered = sorted(runs, key=lambda r: r.dev()[key[0]][key[1]])
+    return ordered[(len(ordered) - 1) // 2]
+
+
+def write_predictions(path: Path, task: TaskParams, idx: np.ndarray,
+                      predictions: np.ndarray) -> None:
+    """`index<TAB>prediction` (GLUE's submission format): label strings, scores, or the
+    1-based number of the chosen answer."""
+    if task.regression:
+        shown = [f"{p:.3f}" for p in predictions]
+    elif task.labels is None:
+        shown = [str(int(p) + 1) for p in predictions]
+    else:
+        shown = [task.labels[int(p)] for p in predictions]
+    lines = ["index\tprediction", *(f"{i}\t{p}" for i, p in zip(idx, shown, strict=True))]
     path.write_text("\n".join(lines) + "\n")
 
 
+def record_not_run(name: str, reason: str) -> None:
+    with atomic_dir(FINETUNE_DIR / name) as tmp:
+        (tmp / "status.json").write_text(json.dumps({"run": False, "reason": reason}) + "\n")
+    write_text(FINETUNE_METRICS / f"{name}.json",
+               json.dumps({"task": name, "run": False, "reason": reason}, indent=2) + "\n")
+    log.info("%s not run: %s", name, reason)
+
+
+def run(params: Params, task: str) -> None:
+    if task not in params.tasks:
+        raise ValueError(f"task {task!r} is not in the task registry (tasks: "
+                         f"{sorted(params.tasks)})")
+    spec = params.tasks[task]
+    status = json.loads((RAW_TASKS / task / "status.json").read_text())
+    if not status["run"]:
+        record_not_run(task, status["reason"])
+        return
+    tok = Gpt1Tokenizer.load(PRETRAIN_DIR / "tokenizer.json")
+    n_ctx = json.loads((PRETRAIN_DIR / "config.json").read_text())["n_ctx"]
+    data = load_splits(task, spec, list(status["rows"]), tok, n_ctx)
+    log.info("%s (%s): %s examples; seeds %s", spec.title, spec.family,
+             ", ".join(f"{s} {len(d.examples):,}" for s, d in data.items()),
+             params.finetune.seeds)
+    runs = [run_seed(params, spec, seed, data, tok.pad_id) for seed in params.finetune.seeds]
+    kept = median_run(spec, runs)
+    cfg = params.finetune.for_task(spec, kept.seed)
+    device = resolve_device(cfg.device)
+    dtype = resolve_dtype(cfg.precision, device)
+    with atomic_dir(FINETUNE_DIR / task) as tmp:
+        save_safetensors(kept.model.state_dict(), tmp / "model.safetensors")
+        kept.model.trunk.config.save(tmp / "config.json")
+        (tmp / "task.json").write_text(json.dumps(
+            {"task": task, **spec.model_dump(include={"family", "labels"}), "seed": kept.seed},
+            indent=2) + "\n")
+        for split, d in data.items():
+            if split != "train":
+                outputs = predict(kept.model, d.examples, tok.pad_id, cfg.batch_size, device,
+                                  dtype)
+                write_predictions(tmp / f"{split}_predictions.tsv", spec, d.idx,
+                                  decide(spec, outputs))
+    metrics = {
+        "task": task,
+        "run": True,
+        "metrics": spec.metrics,
+        "seeds": params.finetune.seeds,
+        "kept_seed": kept.seed,
+        "train_examples": len(data["train"].examples),
+        "eval_examples": {s: len(data[s].examples) for s in spec.eval_splits},
+        "dev": summarise(spec, runs),
+        "runs": [r.summary for r in runs],
+    }
+    write_text(FINETUNE_METRICS / f"{task}.json", json.dumps(metrics, indent=2) + "\n")
+    log.info("%s dev (median over %d seeds): %s", spec.title, len(runs), metrics["dev"])
+
+
 def _task_arg(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--task", required=True, choices=sorted(TASKS))
+    parser.add_argument("--task", required=True, help="a task of the registry (params tasks)")
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 
@@ -10,9 +11,8 @@ import pyarrow.parquet as pq
 
 from gpt1.atomic import atomic_dir
 from gpt1.books import split_documents
-from gpt1.config import Params
-from gpt1.readers import read_task_split
-from gpt1.registry import SPLITS
+from gpt1.config import Params, TaskParams
+from gpt1.readers import holdout_split, missing_files, read_split
 from tasks.paths import RAW_CORPUS, RAW_TASKS
 from tasks.stage import main
 
@@ -53,17 +53,50 @@ def ingest_corpus(params: Params, root: Path, out: Path) -> int:
     return total
 
 
+def _cap(split: str, params: Params) -> int | None:
+    if split == "train":
+        return params.ingest.max_train_examples
+    return params.ingest.max_dev_examples if split.startswith("dev") else None
+
+
+def ingest_task(task: TaskParams, params: Params, root: Path, out: Path) -> dict[str, int]:
+    """Write each split of `task` (the dev split drawn from train where `holdout` says so) as
+    `<split>.parquet`; return the rows per split."""
+    tables = {split: read_split(task, root, split) for split in task.files}
+    if task.holdout is not None:
+        tables["train"], tables["dev"] = holdout_split(tables["train"], task.holdout.size,
+                                                       task.holdout.seed)
+    rows = {}
+    for split, table in tables.items():
+        cap = _cap(split, params)
+        if cap is not None:
+            table = table.slice(0, cap)
+        pq.write_table(table, out / f"{split}.parquet")
+        rows[split] = table.num_rows
+    return rows
+
+
 def ingest_tasks(params: Params, root: Path, out: Path) -> None:
-    caps = {"train": params.ingest.max_train_examples, "dev": params.ingest.max_dev_examples,
-            "test": None}
-    for task in params.finetune.tasks:
-        (out / task).mkdir()
-        for split in SPLITS:
-            table = read_task_split(task, root, split)
-            if caps[split] is not None:
-                table = table.slice(0, caps[split])
-            pq.write_table(table, out / task / f"{split}.parquet")
-            log.info("task %s/%s: %d rows", task, split, table.num_rows)
+    """Every registry task gets a folder with `status.json` (whether it runs, and why not);
+    a requested task whose data is present also gets its splits."""
+    requested = params.requested_tasks()
+    explicit = params.finetune.tasks != "all"
+    for name, task in params.tasks.items():
+        dest = out / name
+        dest.mkdir()
+        missing = missing_files(task, root) if name in requested else []
+        if name not in requested:
+            status = {"run": False, "reason": "not in finetune.tasks"}
+        elif missing:
+            more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+            if explicit:
+                raise FileNotFoundError(f"task {name} (in finetune.tasks): data not found at "
+                                        f"{missing[0]}{more}; see tasks.{name}.files")
+            status = {"run": False, "reason": f"data not found at {missing[0]}{more}"}
+        else:
+            status = {"run": True, "rows": ingest_task(task, params, root, dest)}
+        (dest / "status.json").write_text(json.dumps(status, indent=2) + "\n")
+        log.info("task %s: %s", name, status.get("rows") or status["reason"])
 
 
 def run(params: Params) -> None:

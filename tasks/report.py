@@ -1,29 +1,52 @@
-"""Stage `report`: `reports/summary.md` from the pretraining and fine-tuning metrics."""
+"""Stage `report`: `reports/summary.md` and per-task curves (PNG) from every task's metrics."""
 
 from __future__ import annotations
 
 import json
 import logging
+from pathlib import Path
 
-from gpt1.atomic import write_text
+from gpt1.atomic import atomic_dir, write_text
 from gpt1.config import Params
-from gpt1.report import render_summary
-from tasks.paths import FINETUNE_METRICS, PRETRAIN_METRICS, REPORT
+from gpt1.plots import plot_task_curves
+from gpt1.report import Result, render_summary
+from tasks.paths import FINETUNE_METRICS, PRETRAIN_METRICS, REPORT, REPORT_PLOTS
 from tasks.stage import main
 
 log = logging.getLogger("gpt1.report")
 
 
+def _read(path: Path, stage: str) -> Result:
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: not found (run {stage} first)")
+    return json.loads(path.read_text())
+
+
+def write_plots(params: Params, results: dict[str, Result], out: Path) -> dict[str, str]:
+    """A PNG of each task that ran; returns task -> path relative to the report."""
+    links = {}
+    for name, result in results.items():
+        if not result["run"]:
+            continue
+        task = params.tasks[name]
+        metric, split = task.metrics[0], task.eval_splits[0]
+        dev = {run["seed"]: [(e["epoch"], e["dev"][split][metric]) for e in run["epochs"]]
+               for run in result["runs"]}
+        loss = {run["seed"]: [(e["epoch"], e["train_loss"]) for e in run["epochs"]]
+                for run in result["runs"]}
+        plot_task_curves(task.title, metric, dev, loss, out / f"{name}.png")
+        links[name] = f"{REPORT_PLOTS.relative_to(REPORT.parent).as_posix()}/{name}.png"
+    return links
+
+
 def run(params: Params) -> None:
-    pretrain = json.loads(PRETRAIN_METRICS.read_text())
-    finetune = {}
-    for task in params.finetune.tasks:
-        path = FINETUNE_METRICS / f"{task}.json"
-        if not path.is_file():
-            raise FileNotFoundError(f"{path}: not found (run finetune@{task} first)")
-        finetune[task] = json.loads(path.read_text())
-    write_text(REPORT, render_summary(pretrain, finetune))
-    log.info("report written to %s", REPORT)
+    pretrain = _read(PRETRAIN_METRICS, "pretrain")
+    results = {name: _read(FINETUNE_METRICS / f"{name}.json", f"finetune@{name}")
+               for name in params.tasks}
+    with atomic_dir(REPORT_PLOTS) as tmp:
+        links = write_plots(params, results, tmp)
+    write_text(REPORT, render_summary(pretrain, params.tasks, results, links))
+    log.info("report written to %s (%d task plots)", REPORT, len(links))
 
 
 if __name__ == "__main__":

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 from pathlib import Path
 
 import pytest
@@ -34,7 +33,8 @@ def test_repo_params_load() -> None:
     assert params.finetune.tasks == ["sst2"]
     assert params.ingest.max_train_examples is None
     assert params.pretrain.schedule in ("cosine", "linear")
-    assert params.finetune.for_task("sst2") == params.finetune.train  # no overrides
+    cfg = params.finetune.for_task(params.tasks["sst2"], seed=7)
+    assert cfg.model_dump() == {**params.finetune.train.model_dump(), "seed": 7}
 
 
 def test_params_are_frozen() -> None:
@@ -83,69 +83,82 @@ def test_heads_must_divide_width(raw: dict, tmp_path: Path) -> None:
     assert "must be divisible by n_head" in _error(raw, tmp_path)
 
 
-def test_missing_overrides_for_a_task_is_an_error(raw: dict, tmp_path: Path) -> None:
-    raw["finetune"]["overrides"] = {}
-    assert "overrides.sst2 is missing" in _error(raw, tmp_path)
-
-
 def test_task_listed_twice(raw: dict, tmp_path: Path) -> None:
     raw["finetune"]["tasks"] = ["sst2", "sst2"]
-    assert "tasks lists a task twice" in _error(raw, tmp_path)
+    assert "finetune.tasks: list each task once" in _error(raw, tmp_path)
+
+
+def test_requested_task_must_be_in_the_registry(raw: dict, tmp_path: Path) -> None:
+    raw["finetune"]["tasks"] = ["sst2", "imdb"]
+    message = _error(raw, tmp_path)
+    assert "finetune.tasks: ['imdb'] are not in the task registry" in message
+
+
+def test_all_requests_every_registry_task(raw: dict) -> None:
+    raw["finetune"]["tasks"] = "all"
+    params = parse_params(raw)
+    assert params.requested_tasks() == list(raw["tasks"])
+    raw["finetune"]["tasks"] = ["cola", "sst2"]
+    assert parse_params(raw).requested_tasks() == ["cola", "sst2"]
+
+
+def test_seeds_are_distinct(raw: dict, tmp_path: Path) -> None:
+    raw["finetune"]["seeds"] = [1, 2, 1]
+    assert "finetune.seeds: list each seed once, got [1, 2, 1]" in _error(raw, tmp_path)
+    raw["finetune"]["seeds"] = []
+    assert "finetune.seeds:" in _error(raw, tmp_path)
 
 
 def test_unknown_override_key(raw: dict, tmp_path: Path) -> None:
-    raw["finetune"]["overrides"]["sst2"] = {"learning_rate": 0.1}
+    raw["tasks"]["sst2"]["overrides"] = {"learning_rate": 0.1, "seed": 5}
     message = _error(raw, tmp_path)
-    assert "overrides.sst2" in message and "learning_rate" in message
+    assert "tasks.sst2.overrides: unknown keys ['learning_rate', 'seed']" in message
 
 
 def test_for_task_applies_overrides(raw: dict) -> None:
-    raw["finetune"]["overrides"]["sst2"] = {"lr": 0.5, "epochs": 7}
+    raw["tasks"]["sst2"]["overrides"] = {"lr": 0.5, "epochs": 7}
     params = parse_params(raw)
-    cfg = params.finetune.for_task("sst2")
+    cfg = params.finetune.for_task(params.tasks["sst2"], seed=3)
     assert cfg.lr == 0.5 and cfg.epochs == 7
     shared = params.finetune.train
-    assert cfg.model_dump() == {**shared.model_dump(), "lr": 0.5, "epochs": 7}
+    assert cfg.model_dump() == {**shared.model_dump(), "lr": 0.5, "epochs": 7, "seed": 3}
     assert shared.lr == raw["finetune"]["train"]["lr"]  # the shared knobs are untouched
 
 
-def test_wrong_override_value_is_a_params_error(raw: dict, tmp_path: Path) -> None:
-    """BUG (gpt1/config.py, FinetuneParams._overrides_cover_tasks): override values are never
-    type-checked at load time. `overrides: {sst2: {lr: fast}}` loads fine, and only
-    `for_task("sst2")` fails later, with a raw pydantic ValidationError that names neither the
-    file nor `finetune.overrides.sst2.lr`."""
-    bad = copy.deepcopy(raw)
-    bad["finetune"]["overrides"]["sst2"] = {"lr": "fast"}
-    path = tmp_path / "my-params.yaml"
-    path.write_text(yaml.safe_dump(bad))
-    try:
-        params = load_params(path)
-    except ParamsError as err:
-        assert "finetune.overrides.sst2.lr" in str(err) and str(path) in str(err)
-        return
-    try:
-        params.finetune.for_task("sst2")
-    except Exception as err:
-        raised = f"{type(err).__name__}: {err}"
-    else:
-        raised = "nothing"
-    raise AssertionError(
-        f"{path} with finetune.overrides.sst2.lr = 'fast' loaded without a ParamsError; "
-        f"for_task('sst2') then raised {raised}")
+def test_wrong_override_value_names_file_and_key(raw: dict, tmp_path: Path) -> None:
+    raw["tasks"]["sst2"]["overrides"] = {"lr": "fast"}
+    message = _error(raw, tmp_path)
+    assert "  tasks.sst2.overrides.lr: Input should be a valid number" in message
 
 
-def test_missing_file_and_bad_yaml(tmp_path: Path) -> None:
-    with pytest.raises(ParamsError, match="not found"):
-        load_params(tmp_path / "nope.yaml")
-    bad = tmp_path / "bad.yaml"
-    bad.write_text("model: [unclosed\n")
-    with pytest.raises(ParamsError, match=r"bad\.yaml: not valid YAML"):
-        load_params(bad)
-    empty = tmp_path / "empty.yaml"
-    empty.write_text("")
-    with pytest.raises(ParamsError, match=r"empty\.yaml"):
-        load_params(empty)
+def test_registry_entries_are_consistent() -> None:
+    tasks = load_params(REPO_PARAMS).tasks
+    assert set(tasks) == {"cola", "sst2", "snli", "mnli", "qnli", "rte", "scitail", "mrpc",
+                          "qqp", "stsb", "story_cloze", "race"}
+    assert tasks["stsb"].regression and not tasks["mrpc"].regression
+    assert tasks["mnli"].eval_splits == ["dev", "dev_mismatched"]
+    assert tasks["story_cloze"].eval_splits == ["dev"]  # held out of the train file
+    assert tasks["race"].eval_splits == ["dev_high", "dev_middle"]
+    glue = sorted(n for n, t in tasks.items() if t.glue)
+    assert glue == ["cola", "mnli", "mrpc", "qnli", "qqp", "rte", "sst2", "stsb"]
 
 
-def test_params_error_is_a_value_error() -> None:
-    assert issubclass(ParamsError, ValueError)
+@pytest.mark.parametrize(("change", "expected"), [
+    ({"files": {"dev": "a.tsv"}}, "tasks.sst2: files.train is missing"),
+    ({"files": {"train": "a", "valid": "b"}}, "split names must be train, dev[_x] or test[_x]"),
+    ({"files": {"train": "a"}}, "no dev split"),
+    ({"holdout": {"size": 5, "seed": 1}}, "files.dev and holdout both give a dev split"),
+    ({"paper": {"test": 90.0}}, "paper: ['test'] are not dev splits ['dev']"),
+    ({"labels": ["0", "0"]}, "need distinct labels"),
+    ({"labels": None}, "a classification task needs its labels"),
+    ({"metrics": ["pearson"]}, "do not apply to this task"),
+    ({"family": "multiple_choice"}, "a multiple-choice label is the index of the answer"),
+    ({"family": "similarity", "labels": None}, "do not apply to this task"),  # accuracy
+])
+def test_inconsistent_registry_entry(raw: dict, tmp_path: Path, change: dict,
+                                     expected: str) -> None:
+    raw["tasks"]["sst2"].update(change)
+    message = _error(raw, tmp_path)
+    assert expected in message and "tasks.sst2" in message
+
+

@@ -52,10 +52,19 @@ def test_code_deps_are_exactly_the_imported_modules(name: str) -> None:
 
 def test_stage_params_exist_in_params_yaml() -> None:
     params = load_params(REPO / "params.yaml").model_dump()
-    item = params["finetune"]["tasks"][0]
     for name in STAGES:
         for dotted in _stage_body(name).get("params", []):
-            node = params
-            for key in dotted.replace("${item}", item).split("."):
-                assert key in node, f"dvc.yaml stage {name}: param {dotted} not in params.yaml"
-                node = node[key]
+            for task in params["tasks"]:  # a foreach stage's params, for each registry task
+                node = params
+                for key in dotted.replace("${key}", task).split("."):
+                    assert key in node, f"dvc.yaml stage {name}: param {dotted} not in params"
+                    node = node[key]
+
+
+def test_every_registry_task_has_a_finetune_stage() -> None:
+    from dvc.repo import Repo
+
+    with Repo(str(REPO)) as repo:
+        names = {stage.addressing for stage in repo.index.stages}
+    tasks = load_params(REPO / "params.yaml").tasks
+    assert {f"finetune@{task}" for task in tasks} <= names

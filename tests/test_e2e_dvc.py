@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from dvc.repo import Repo
 
+from gpt1.config import load_params
 from gpt1.shards import sha256_file
 from tests.conftest import dvc, edit_params
 
@@ -26,8 +27,9 @@ def declared_outputs(repo: Path) -> list[Path]:
 
 def test_dvc_repro_end_to_end(tiny_repo: Path) -> None:
     first = dvc("repro", cwd=tiny_repo)
+    tasks = list(load_params(tiny_repo / "params.yaml").tasks)
     assert ran_stages(first.stdout) == ["ingest", "clean", "bpe", "tokenize", "pretrain",
-                                        "finetune@sst2", "report"]
+                                        *[f"finetune@{t}" for t in tasks], "report"]
     outputs = declared_outputs(tiny_repo)
     assert len(outputs) >= 10
     for path in outputs:
@@ -35,15 +37,18 @@ def test_dvc_repro_end_to_end(tiny_repo: Path) -> None:
 
     report = (tiny_repo / "reports" / "summary.md").read_text()
     sst2 = json.loads((tiny_repo / "metrics" / "finetune" / "sst2.json").read_text())
-    assert f"| SST-2 | accuracy | {sst2['dev']['accuracy']:.1f} | 91.3 |" in report
-    assert sst2["dev_examples"] == 100 and sst2["train_examples"] == 300
+    median = sst2["dev"]["dev"]["accuracy"]["median"]
+    assert f"| [SST-2](plots/sst2.png) | accuracy | {median:.1f} |" in report
+    assert sst2["eval_examples"] == {"dev": 100} and sst2["train_examples"] == 300
+    assert (tiny_repo / "reports" / "plots" / "sst2.png").is_file()
+    assert "| RACE | | | not run: not in finetune.tasks |" in report
     manifest = json.loads((tiny_repo / "data" / "shards" / "manifest.json").read_text())
     assert manifest["dtype"] == "uint16" and manifest["splits"]["val"]["tokens"] > 0
 
     # Metrics and plots are declared, so DVC shows them with no extra code.
     metrics = json.loads(dvc("metrics", "show", "--json", cwd=tiny_repo).stdout)
     shown = next(iter(metrics.values()))["data"]  # the workspace's
-    assert shown["metrics/finetune/sst2.json"]["data"]["dev"]["accuracy"] == sst2["dev"]["accuracy"]
+    assert shown["metrics/finetune/sst2.json"]["data"]["dev"] == sst2["dev"]
     assert "val_loss" in shown["metrics/pretrain.json"]["data"]
     plots = json.loads(dvc("plots", "show", "--json", cwd=tiny_repo).stdout)
     curves = {row["filename"] for row in plots["data"]["pretraining loss"][0]["content"]["data"]
@@ -55,10 +60,14 @@ def test_dvc_repro_end_to_end(tiny_repo: Path) -> None:
     assert ran_stages(second.stdout) == []
     assert "up to date" in dvc("status", cwd=tiny_repo).stdout
 
-    # A fine-tuning knob re-runs fine-tuning and the report only.
+    # A shared fine-tuning knob re-runs the fine-tunes and the report only; one task's
+    # override re-runs that task (ingest reads the registry too, but its outputs are unchanged).
     edit_params(tiny_repo, **{"finetune.train.lr": 0.002})
     third = dvc("repro", cwd=tiny_repo)
-    assert ran_stages(third.stdout) == ["finetune@sst2", "report"]
+    assert ran_stages(third.stdout) == [*[f"finetune@{t}" for t in tasks], "report"]
+    edit_params(tiny_repo, **{"tasks.sst2.overrides": {"epochs": 2}})
+    fourth = dvc("repro", cwd=tiny_repo)
+    assert ran_stages(fourth.stdout) == ["ingest", "finetune@sst2", "report"]
 
     # One task, forced, alone.
     forced = dvc("repro", "-s", "-f", "finetune@sst2", cwd=tiny_repo)

@@ -1,34 +1,103 @@
-"""gpt1.finetune: padding, the auxiliary LM loss, and a toy task that a tiny model must learn."""
+"""gpt1.finetune: each family's head, padding, the auxiliary LM loss, and toy tasks that a tiny
+model must learn."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 
-from gpt1.config import FinetuneTrainParams
-from gpt1.finetune import (
-    FinetuneResult,
-    SequenceClassifier,
-    finetune,
-    lm_loss_on_text,
-    pad_batch,
-    predict_logits,
-)
+from gpt1.config import Family, FinetuneTrainParams, TaskParams
+from gpt1.finetune import FinetuneResult, TaskModel, finetune, lm_loss_on_text, pad_batch, predict
 from gpt1.model import GPT1, GPT1Config
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
-V, CTX = 12, 16
-START, CLASSIFY, PAD = 9, 10, 11
+V, CTX = 13, 32
+START, DELIM, CLASSIFY, PAD = 9, 10, 11, 12  # words are 0..8
+
+Examples = list[list[list[int]]]
 
 
-def classifier(dropout: float = 0.0, seed: int = 0) -> SequenceClassifier:
+def task_model(family: Family = "classification", outputs: int = 2, dropout: float = 0.0,
+               seed: int = 0) -> TaskModel:
     torch.manual_seed(seed)
     trunk = GPT1(GPT1Config(vocab_size=V, n_ctx=CTX, n_embd=32, n_layer=2, n_head=2,
                             embd_pdrop=dropout, attn_pdrop=dropout, resid_pdrop=dropout))
-    return SequenceClassifier(trunk, n_outputs=2, dropout=dropout)
+    return TaskModel(trunk, family, outputs, dropout, seed)
+
+
+def seq(*segments: list[int]) -> list[int]:
+    """`<start> a <delim> b ... <classify>`."""
+    body = [tok for i, s in enumerate(segments) for tok in ([DELIM] if i else []) + s]
+    return [START, *body, CLASSIFY]
+
+
+def _cfg(**changes: object) -> FinetuneTrainParams:
+    base = dict(seed=0, device="cpu", precision="fp32", lr=1e-2, batch_size=16, epochs=3,
+                warmup_fraction=0.1, weight_decay=0.01, grad_clip=1.0, lm_coef=0.5,
+                clf_dropout=0.1)
+    return FinetuneTrainParams(**{**base, **changes})
+
+
+# Toy tasks, one per family: (examples, targets) from a seed; lengths vary.
+
+def _words(rng: np.random.Generator, group: int) -> list[int]:
+    """2 to 7 words of group 0 ({0, 1, 2}), 1 ({3, 4, 5}) or 2 ({6, 7, 8})."""
+    return (rng.integers(0, 3, size=rng.integers(2, 8)) + 3 * group).tolist()
+
+
+def classification(n: int, seed: int) -> tuple[Examples, np.ndarray]:
+    """The label is the group of the text's words."""
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(0, 2, size=n)
+    return [[seq(_words(rng, label))] for label in labels], labels
+
+
+def entailment(n: int, seed: int) -> tuple[Examples, np.ndarray]:
+    """Three labels: the group of the hypothesis' words; the premise is noise."""
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(0, 3, size=n)
+    return [[seq(_words(rng, rng.integers(0, 3)), _words(rng, label))] for label in labels], labels
+
+
+def similarity(n: int, seed: int) -> tuple[Examples, np.ndarray]:
+    """Both texts' words come from the label's group; both orders."""
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(0, 2, size=n)
+    pairs = [(_words(rng, label), _words(rng, label)) for label in labels]
+    return [[seq(a, b), seq(b, a)] for a, b in pairs], labels
+
+
+def regression(n: int, seed: int) -> tuple[Examples, np.ndarray]:
+    """A score 0-5 spelled by the words: both texts repeat word `score`."""
+    rng = np.random.default_rng(seed)
+    scores = rng.integers(0, 6, size=n)
+    pairs = [([s] * rng.integers(1, 5), [s] * rng.integers(1, 5)) for s in scores.tolist()]
+    return [[seq(a, b), seq(b, a)] for a, b in pairs], scores.astype(np.float32)
+
+
+def multiple_choice(n: int, seed: int) -> tuple[Examples, np.ndarray]:
+    """Three choices after a noise context; the right one's words are of group 1, the others' 0."""
+    rng = np.random.default_rng(seed)
+    answers = rng.integers(0, 3, size=n)
+    examples = []
+    for answer in answers:
+        context = _words(rng, rng.integers(0, 3))
+        examples.append([seq(context, _words(rng, int(k == answer))) for k in range(3)])
+    return examples, answers
+
+
+TOYS: dict[str, tuple[Family, int, Callable[[int, int], tuple[Examples, np.ndarray]]]] = {
+    "classification": ("classification", 2, classification),
+    "entailment": ("entailment", 3, entailment),
+    "similarity": ("similarity", 2, similarity),
+    "regression": ("similarity", 1, regression),
+    "multiple_choice": ("multiple_choice", 1, multiple_choice),
+}
 
 
 def test_pad_batch() -> None:
@@ -40,107 +109,172 @@ def test_pad_batch() -> None:
 
 
 def test_head_reads_the_last_real_token() -> None:
-    model = classifier().eval()
-    seqs = [[START, 1, 2, 3, 4, CLASSIFY], [START, 5, CLASSIFY], [START, 1, 6, 2, CLASSIFY]]
+    model = task_model().eval()
+    seqs = [seq([1, 2, 3, 4]), seq([5]), seq([1, 6, 2])]
     ids, lengths = pad_batch(seqs, PAD)
     with torch.no_grad():
-        batched, hidden = model(ids, lengths)
-        assert hidden.shape == (3, 6, 32)
-        for row, seq in enumerate(seqs):  # the same logits as each sequence on its own
-            alone, _ = model(torch.tensor([seq]), torch.tensor([len(seq)]))
-            torch.testing.assert_close(batched[row], alone[0], rtol=0, atol=1e-5)
-            expected = model.head(hidden[row, len(seq) - 1])
-            torch.testing.assert_close(batched[row], expected)
+        batched, hidden = model(ids, lengths, 1)
+        assert batched.shape == (3, 2) and hidden.shape == (3, 6, 32)
+        for row, s in enumerate(seqs):
+            torch.testing.assert_close(batched[row], model.head(hidden[row, len(s) - 1]))
 
 
-def test_head_initialisation() -> None:
-    model = classifier()
+def test_head_initialisation_is_the_seeds() -> None:
+    model = task_model(seed=0)
     assert model.head.weight.shape == (2, 32)
     assert torch.equal(model.head.bias, torch.zeros(2))
     assert abs(model.head.weight.std().item() - 0.02) < 0.01
+    torch.manual_seed(123)  # the global RNG plays no part
+    same = TaskModel(model.trunk, "classification", 2, 0.1, seed=0)
+    other = TaskModel(model.trunk, "classification", 2, 0.1, seed=1)
+    assert torch.equal(same.head.weight, model.head.weight)
+    assert not torch.equal(other.head.weight, model.head.weight)
+
+
+def test_for_task_sizes_the_head() -> None:
+    def spec(family: Family, labels: list[str] | None, metric: str) -> TaskParams:
+        return TaskParams(title="toy", family=family, reader="toy", labels=labels,
+                          metrics=[metric], files={"train": "train.tsv", "dev": "dev.tsv"})
+
+    trunk, cfg = task_model().trunk, _cfg(clf_dropout=0.2, seed=3)
+    mnli = TaskModel.for_task(trunk, spec("entailment", ["a", "b", "c"], "accuracy"), cfg)
+    assert (mnli.head.out_features, mnli.dropout.p, mnli.regression) == (3, 0.2, False)
+    assert torch.equal(mnli.head.weight, TaskModel(trunk, "entailment", 3, 0.0, 3).head.weight)
+    stsb = TaskModel.for_task(trunk, spec("similarity", None, "pearson"), cfg)
+    assert (stsb.head.out_features, stsb.regression) == (1, True)
+    race = TaskModel.for_task(trunk, spec("multiple_choice", None, "accuracy"), cfg)
+    assert (race.head.out_features, race.regression) == (1, False)
+    with pytest.raises(ValueError, match="1 output per choice, not 4"):
+        TaskModel(trunk, "multiple_choice", 4, 0.0, 0)
+
+
+def test_similarity_adds_the_two_orders() -> None:
+    model = task_model("similarity").eval()
+    a, b = [1, 2, 3], [4, 5]
+    ids, lengths = pad_batch([seq(a, b), seq(b, a)], PAD)
+    with torch.no_grad():
+        out, hidden = model(ids, lengths, 2)
+        expected = model.head(hidden[0, len(a) + len(b) + 2] + hidden[1, len(a) + len(b) + 2])
+    assert out.shape == (1, 2)
+    torch.testing.assert_close(out[0], expected)
+    swapped = predict(model, [[seq(b, a), seq(a, b)]], PAD, batch_size=1)
+    np.testing.assert_allclose(swapped, out.numpy(), rtol=0, atol=1e-6)
+
+
+def test_multiple_choice_gives_a_scalar_per_choice() -> None:
+    model = task_model("multiple_choice", outputs=1).eval()
+    examples, answers = multiple_choice(5, seed=0)
+    ids, lengths = pad_batch([s for e in examples for s in e], PAD)
+    with torch.no_grad():
+        out, hidden = model(ids, lengths, 3)
+        assert out.shape == (5, 3)
+        last = hidden[torch.arange(15), lengths - 1]
+        torch.testing.assert_close(out, model.head(last).view(5, 3))
+        # the task loss is the cross-entropy of a softmax over each example's choices
+        loss = model.loss(out, torch.tensor(answers))
+        expected = -out.log_softmax(dim=1)[torch.arange(5), torch.tensor(answers)].mean()
+        torch.testing.assert_close(loss, expected)
+    assert predict(model, examples, PAD, batch_size=2).shape == (5, 3)
+    assert predict(model, [], PAD, batch_size=2).shape == (0, 0)
+
+
+def test_sequences_per_example_are_checked() -> None:
+    examples, answers = multiple_choice(4, seed=0)
+    examples[2] = examples[2][:2]
+    with pytest.raises(ValueError, match=r"same number of choices.*\[2, 3\]"):
+        finetune(task_model("multiple_choice", outputs=1), examples, answers, PAD, _cfg())
+    pairs, labels = similarity(4, seed=0)
+    with pytest.raises(ValueError, match=r"similarity example is 2 sequence\(s\).*\[1\]"):
+        predict(task_model("similarity"), [p[:1] for p in pairs], PAD, batch_size=2)
+    with pytest.raises(ValueError, match="3 targets for 4 examples"):
+        finetune(task_model("similarity"), pairs, labels[:3], PAD, _cfg())
 
 
 def test_lm_loss_on_text_ignores_padding() -> None:
-    model = classifier().eval()
-    seqs = [[START, 1, 2, 3, 4, CLASSIFY], [START, 5, 6, CLASSIFY]]
+    model = task_model().eval()
+    seqs = [seq([1, 2, 3, 4]), seq([5, 6])]
     ids, lengths = pad_batch(seqs, PAD)
     with torch.no_grad():
-        _, hidden = model(ids, lengths)
+        _, hidden = model(ids, lengths, 1)
         loss = lm_loss_on_text(model, hidden, ids, lengths)
         # whatever sits in the padding changes nothing
         other = ids.clone()
         other[1, 4:] = torch.tensor([3, 7])
-        _, other_hidden = model(other, lengths)
+        _, other_hidden = model(other, lengths, 1)
         assert lm_loss_on_text(model, other_hidden, other, lengths) == loss
         # it is the mean over the real next-token predictions: 5 + 3 of them
         terms = []
-        for seq in seqs:
-            logits = model.trunk.lm_logits(model.trunk(torch.tensor([seq])))[0]
-            terms.append(F.cross_entropy(logits[:-1], torch.tensor(seq[1:]), reduction="sum"))
+        for s in seqs:
+            logits = model.trunk.lm_logits(model.trunk(torch.tensor([s])))[0]
+            terms.append(F.cross_entropy(logits[:-1], torch.tensor(s[1:]), reduction="sum"))
         torch.testing.assert_close(loss, sum(terms) / 8)
 
 
-def toy_task(n: int, seed: int) -> tuple[list[list[int]], np.ndarray]:
-    """Label 0: words from {0, 1, 2}; label 1: words from {3, 4, 5}; lengths vary."""
-    rng = np.random.default_rng(seed)
-    labels = rng.integers(0, 2, size=n)
-    seqs = []
-    for label in labels:
-        words = rng.integers(0, 3, size=rng.integers(2, 10)) + 3 * label
-        seqs.append([START, *words.tolist(), CLASSIFY])
-    return seqs, labels
+def _quality(name: str, outputs: np.ndarray, target: np.ndarray) -> float:
+    """Accuracy, or for regression the Pearson correlation of the scores."""
+    if name == "regression":
+        return float(np.corrcoef(outputs[:, 0], target)[0, 1])
+    return float((outputs.argmax(axis=1) == target).mean())
 
 
-def _cfg(**changes: object) -> FinetuneTrainParams:
-    base = dict(seed=0, device="cpu", precision="fp32", lr=3e-3, batch_size=16, epochs=3,
-                warmup_fraction=0.1, weight_decay=0.01, grad_clip=1.0, lm_coef=0.5,
-                clf_dropout=0.1)
-    return FinetuneTrainParams(**{**base, **changes})
-
-
-def test_tiny_finetune_learns_a_separable_task() -> None:
-    train_seqs, train_labels = toy_task(192, seed=0)
-    dev_seqs, dev_labels = toy_task(100, seed=1)
-    model = classifier(dropout=0.1)
-    before = predict_logits(model, dev_seqs, PAD, batch_size=32).argmax(1)
+@pytest.mark.parametrize("name", TOYS)
+def test_each_family_learns_its_toy_task(name: str) -> None:
+    family, outputs, make = TOYS[name]
+    train, train_targets = make(192, 0)
+    dev, dev_targets = make(100, 1)
+    model = task_model(family, outputs, dropout=0.1)
+    before = _quality(name, predict(model, dev, PAD, batch_size=32), dev_targets)
     epochs_seen: list[int] = []
+    epoch_losses: list[float] = []
 
-    def on_epoch(epoch: int, m: SequenceClassifier) -> None:
+    def on_epoch(epoch: int, m: TaskModel, train_loss: float) -> None:
         epochs_seen.append(epoch)
+        epoch_losses.append(train_loss)
         m.eval()  # finetune must put the model back into training mode itself
 
-    result = finetune(model, train_seqs, train_labels, PAD, _cfg(), on_epoch)
+    result = finetune(model, train, train_targets, PAD, _cfg(), on_epoch)
     assert isinstance(result, FinetuneResult)
     assert result.steps == 3 * 12 and epochs_seen == [1, 2, 3]
     assert np.isfinite(result.train_loss)
-    logits = predict_logits(model, dev_seqs, PAD, batch_size=32)
-    assert logits.shape == (100, 2) and logits.dtype == np.float32
-    accuracy = float((logits.argmax(1) == dev_labels).mean())
-    assert accuracy >= 0.9, f"dev accuracy {accuracy:.2f} (it was {np.mean(before == dev_labels)}"
-    assert not model.training  # predict_logits leaves it in eval mode
+    assert epoch_losses[2] < epoch_losses[0], epoch_losses  # the loss falls
+    dev_out = predict(model, dev, PAD, batch_size=32)
+    width = 3 if family == "multiple_choice" else outputs
+    assert dev_out.shape == (100, width) and dev_out.dtype == np.float32
+    after = _quality(name, dev_out, dev_targets)
+    assert after >= 0.9, f"{name}: dev {after:.2f} after training (before: {before:.2f})"
+    assert not model.training  # predict leaves it in eval mode
 
 
-def test_finetune_without_lm_loss() -> None:
-    train_seqs, train_labels = toy_task(64, seed=2)
-    model = classifier()
-    result = finetune(model, train_seqs, train_labels, PAD, _cfg(lm_coef=0.0, epochs=1))
-    assert result.steps == 4 and np.isfinite(result.train_loss)
+@pytest.mark.parametrize("name", TOYS)
+def test_outputs_do_not_depend_on_the_batch_padding(name: str) -> None:
+    family, outputs, make = TOYS[name]
+    model = task_model(family, outputs)
+    examples, _ = make(12, seed=4)
+    together = predict(model, examples, PAD, batch_size=12)
+    alone = np.concatenate([predict(model, [e], PAD, batch_size=1) for e in examples])
+    np.testing.assert_allclose(together, alone, rtol=0, atol=1e-5)
+    pieces = predict(model, examples, PAD, batch_size=5)
+    np.testing.assert_allclose(pieces, together, rtol=0, atol=1e-5)
+
+
+def _trained(lm_coef: float, weight_decay: float = 0.01) -> TaskModel:
+    examples, labels = similarity(48, seed=3)
+    model = task_model("similarity", dropout=0.1)
+    finetune(model, examples, labels, PAD,
+             _cfg(epochs=1, lm_coef=lm_coef, weight_decay=weight_decay))
+    return model
 
 
 def test_finetune_is_reproducible() -> None:
-    seqs, labels = toy_task(48, seed=3)
-    a, b = classifier(dropout=0.1), classifier(dropout=0.1)
-    ra = finetune(a, seqs, labels, PAD, _cfg(epochs=1))
-    rb = finetune(b, seqs, labels, PAD, _cfg(epochs=1))
-    assert ra.train_loss == rb.train_loss
-    for pa_, pb_ in zip(a.parameters(), b.parameters(), strict=True):
-        assert torch.equal(pa_, pb_)
+    a, b = _trained(0.5), _trained(0.5)
+    for (name, pa_), pb_ in zip(a.named_parameters(), b.parameters(), strict=True):
+        assert torch.equal(pa_, pb_), name
 
 
-def test_predict_logits_keeps_order_across_batches() -> None:
-    model = classifier()
-    seqs, _ = toy_task(10, seed=4)
-    whole = predict_logits(model, seqs, PAD, batch_size=10)
-    pieces = predict_logits(model, seqs, PAD, batch_size=3)
-    np.testing.assert_allclose(pieces, whole, rtol=0, atol=1e-5)
-    assert predict_logits(model, [], PAD, batch_size=4).shape == (0, 2)
+def test_lm_coef_zero_turns_the_lm_loss_off() -> None:
+    with_lm, without = _trained(0.5, weight_decay=0.0), _trained(0.0, weight_decay=0.0)
+    assert not torch.equal(with_lm.head.weight, without.head.weight)
+    unused = 8  # never an input: only the LM loss, through the tied head, reaches its embedding
+    initial = task_model("similarity").trunk.tokens_embed.weight[unused]
+    assert torch.equal(without.trunk.tokens_embed.weight[unused], initial)
+    assert not torch.equal(with_lm.trunk.tokens_embed.weight[unused], initial)

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from flows.dag import rerun_order, run_order
+from gpt1.config import load_params
 from tests.conftest import REPO, dvc, run
 
 pytestmark = pytest.mark.e2e
@@ -16,9 +17,10 @@ pytestmark = pytest.mark.e2e
 
 def test_stage_order_comes_from_dvc_yaml() -> None:
     order = run_order(REPO)
-    assert order == ["ingest", "clean", "bpe", "tokenize", "pretrain", "finetune@sst2",
-                     "report"]
-    assert rerun_order(REPO, "finetune@sst2") == order
+    finetunes = [f"finetune@{task}" for task in load_params(REPO / "params.yaml").tasks]
+    assert order == ["ingest", "clean", "bpe", "tokenize", "pretrain", *finetunes, "report"]
+    assert rerun_order(REPO, "finetune@sst2") == ["ingest", "clean", "bpe", "tokenize",
+                                                  "pretrain", "finetune@sst2", "report"]
     with pytest.raises(ValueError, match="no stage 'finetune@nope'"):
         rerun_order(REPO, "finetune@nope")
 

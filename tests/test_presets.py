@@ -176,3 +176,15 @@ def test_default_preset_is_the_shipped_params(params_copy: Path) -> None:
     before = params_copy.read_text()
     apply_preset("default", params_copy)
     assert params_copy.read_text() == before
+
+
+def test_set_adds_keys_only_where_the_user_names_them(params_copy: Path) -> None:
+    update_params(params_copy, parse_assignments(["tasks.sst2.overrides.lr=0.01",
+                                                  "tasks.sst2.paper.dev=90.0"]))
+    params = load_params(params_copy)
+    assert params.tasks["sst2"].overrides == {"lr": 0.01}
+    assert params.tasks["sst2"].paper == {"dev": 90.0}
+    with pytest.raises(ParamsError, match=r"params key tasks\.sst2\.lables does not exist"):
+        update_params(params_copy, parse_assignments(["tasks.sst2.lables=[a, b]"]))
+    with pytest.raises(ParamsError, match=r"tasks\.sst2\.overrides: unknown keys"):
+        update_params(params_copy, parse_assignments(["tasks.sst2.overrides.speed=3"]))

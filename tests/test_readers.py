@@ -1,130 +1,451 @@
-"""gpt1.readers: the SST-2 reader on small files in GLUE's release format."""
+"""gpt1.readers: every registry reader, on the real files beside the repo where we have them and
+on small files in the exact release layout where we do not (QQP, MNLI, SNLI, SciTail, RACE)."""
 
 from __future__ import annotations
 
+import json
+import logging
+import re
+from contextlib import AbstractContextManager
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pytest
 
+from gpt1.config import TaskParams, load_params
 from gpt1.glue import DataFormatError
-from gpt1.readers import CLASSIFICATION_SCHEMA, READERS, read_task_split
-from gpt1.registry import TASKS
+from gpt1.readers import READERS, holdout_split, missing_files, read_split
+from gpt1.registry import task_schema
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLE = REPO / "gpt1" / "sample_data"
 
 
-@pytest.fixture()
-def root(tmp_path: Path) -> Path:
-    sst = tmp_path / "glue" / "SST-2"
-    sst.mkdir(parents=True)
-    (sst / "train.tsv").write_text(
-        "sentence\tlabel\n"
-        "a gorgeous , witty film \t1\n"
-        'it " stinks " \t0\n'
-        "no plot to speak of\t0\n"
-    )
-    (sst / "dev.tsv").write_bytes(
-        "\ufeffsentence\tlabel\nit 's a charming journey . \t1\n".encode()
-    )
-    (sst / "test.tsv").write_text(
-        "index\tsentence\n"
-        "5\tuneasy mishmash of styles and genres .\n"
-        "7\tthis film 's relationship to actual tension is that of what ?\n"
-    )
-    return tmp_path
+@pytest.fixture(scope="module")
+def tasks() -> dict[str, TaskParams]:
+    """The task registry of the repository's params.yaml."""
+    return load_params(REPO / "params.yaml").tasks
 
 
-def test_every_task_has_a_reader() -> None:
-    assert set(READERS) == set(TASKS)
+def raises(kind: type[Exception], message: str,
+           ) -> AbstractContextManager[pytest.ExceptionInfo[Exception]]:
+    """pytest.raises for an error whose message contains `message` verbatim."""
+    return pytest.raises(kind, match=re.escape(message))
 
 
-def test_train_split(root: Path) -> None:
-    table = read_task_split("sst2", root, "train")
-    assert table.schema == CLASSIFICATION_SCHEMA
-    assert table.to_pydict() == {
-        "idx": [0, 1, 2],
-        "text": ["a gorgeous , witty film ", 'it " stinks " ', "no plot to speak of"],
-        "label": [1, 0, 0],
-    }
+def write(root: Path, rel: str, text: str, bom: bool = False) -> Path:
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes((b"\xef\xbb\xbf" if bom else b"") + text.encode("utf-8"))
+    return path
 
 
-def test_dev_split_with_bom(root: Path) -> None:
-    table = read_task_split("sst2", root, "dev")
-    assert table.schema == CLASSIFICATION_SCHEMA
-    assert table.to_pydict() == {"idx": [0], "text": ["it 's a charming journey . "],
-                                 "label": [1]}
+def tsv(*rows: tuple[object, ...]) -> str:
+    return "".join("\t".join(map(str, row)) + "\n" for row in rows)
 
 
-def test_test_split_is_unlabelled_with_its_idx(root: Path) -> None:
-    table = read_task_split("sst2", root, "test")
-    assert table.schema == CLASSIFICATION_SCHEMA
-    assert table.column("idx").to_pylist() == [5, 7]
-    assert table.column("text").to_pylist()[0] == "uneasy mishmash of styles and genres ."
-    assert table.column("label").null_count == 2
-    assert table.column("label").type == pa.int64()
+def read(task: TaskParams, root: Path, split: str) -> dict[str, list[object]]:
+    table = read_split(task, root, split)
+    assert table.schema == task_schema(task)
+    return table.to_pydict()
 
 
-def test_bad_label_names_file_and_line(root: Path) -> None:
-    path = root / "glue" / "SST-2" / "train.tsv"
-    path.write_text("sentence\tlabel\ngood\t1\nbad\tnegative\n")
-    with pytest.raises(DataFormatError) as info:
-        read_task_split("sst2", root, "train")
-    assert str(path) in str(info.value) and "row 3" in str(info.value)
-    assert "'negative'" in str(info.value)
+def test_every_registry_task_has_a_reader_of_its_family(tasks: dict[str, TaskParams]) -> None:
+    assert len(tasks) == 12
+    for task in tasks.values():
+        assert READERS[task.reader].family == task.family, task.title
 
 
-def test_wrong_columns_in_test_split(root: Path) -> None:
-    (root / "glue" / "SST-2" / "test.tsv").write_text("index\tsentence\nonly-one-field\n")
-    with pytest.raises(DataFormatError, match=r"test\.tsv:2:"):
-        read_task_split("sst2", root, "test")
+def test_reader_of_another_family_is_refused(tasks: dict[str, TaskParams], tmp_path: Path) -> None:
+    task = tasks["cola"].model_copy(update={"reader": "glue_rte"})
+    with raises(ValueError, "reads entailment files, not classification"):
+        read_split(task, tmp_path, "train")
+    task = tasks["cola"].model_copy(update={"reader": "nope"})
+    with raises(ValueError, "unknown reader 'nope'"):
+        read_split(task, tmp_path, "train")
 
 
-def test_missing_split(root: Path) -> None:
-    (root / "glue" / "SST-2" / "dev.tsv").unlink()
-    with pytest.raises(FileNotFoundError, match="sst2: dev split expected at"):
-        read_task_split("sst2", root, "dev")
+# -- the real files in ../shared/data ------------------------------------------------------------
+
+ROW_COUNTS = {
+    ("sst2", "train"): 67_349, ("sst2", "dev"): 872, ("sst2", "test"): 1_821,
+    ("cola", "train"): 8_551, ("cola", "dev"): 1_043, ("cola", "test"): 1_063,
+    ("mrpc", "train"): 3_668, ("mrpc", "dev"): 408, ("mrpc", "test"): 1_725,
+    ("stsb", "train"): 5_749, ("stsb", "dev"): 1_500, ("stsb", "test"): 1_379,
+    ("rte", "train"): 2_490, ("rte", "dev"): 277, ("rte", "test"): 3_000,
+    ("qnli", "dev"): 5_463, ("qnli", "test"): 5_463,
+    ("story_cloze", "train"): 1_871, ("story_cloze", "test"): 1_871,
+}
 
 
-def test_unknown_task(root: Path) -> None:
-    with pytest.raises(ValueError, match="unknown task 'nope'"):
-        read_task_split("nope", root, "train")
+@pytest.mark.parametrize(("name", "split"), list(ROW_COUNTS))
+def test_real_row_counts(tasks: dict[str, TaskParams], shared_data: Path, name: str,
+                         split: str) -> None:
+    task = tasks[name]
+    table = read_split(task, shared_data, split)
+    assert table.schema == task_schema(task)
+    assert table.num_rows == ROW_COUNTS[name, split]
+    labels = table.column("label")
+    if name != "story_cloze" and split == "test":  # GLUE test files have no labels
+        assert labels.null_count == table.num_rows
+    else:
+        assert labels.null_count == 0
+        assert table.column("idx").to_pylist() == list(range(table.num_rows))
 
 
-@pytest.fixture()
-def cola_root(tmp_path: Path) -> Path:
-    cola = tmp_path / "glue" / "CoLA"
-    cola.mkdir(parents=True)
-    (cola / "train.tsv").write_text(  # no header; source, label, mark, sentence
-        "gj04\t1\t\tOur friends won't buy this analysis, let alone the next one we propose.\n"
-        'r-67\t0\t*\tThey said "quote this\n'
-        "bc01\t1\t\tThe sailors rode the breeze clear of the rocks.\n"
-    )
-    (cola / "dev.tsv").write_text("gj04\t0\t*\tHer efficient looking at of the report.\n")
-    (cola / "test.tsv").write_text("index\tsentence\n0\tBill whistled past the house.\n")
-    return tmp_path
+def first(task: TaskParams, root: Path, split: str) -> dict[str, object]:
+    return read_split(task, root, split).slice(0, 1).to_pylist()[0]
 
 
-def test_cola_train_has_no_header_and_four_columns(cola_root: Path) -> None:
-    table = read_task_split("cola", cola_root, "train")
-    assert table.schema == CLASSIFICATION_SCHEMA
-    assert table.to_pydict() == {
-        "idx": [0, 1, 2],
-        "text": ["Our friends won't buy this analysis, let alone the next one we propose.",
-                 'They said "quote this', "The sailors rode the breeze clear of the rocks."],
-        "label": [1, 0, 1],
-    }
-    assert read_task_split("cola", cola_root, "dev").column("label").to_pylist() == [0]
+def test_real_glue_values(tasks: dict[str, TaskParams], shared_data: Path) -> None:
+    root = shared_data
+    assert first(tasks["sst2"], root, "train") == {
+        "idx": 0, "text": "hide new secretions from the parental units ", "label": 0}
+    sst_test = read_split(tasks["sst2"], root, "test")
+    assert sst_test.column("idx")[-1].as_py() == 1820
+    assert first(tasks["cola"], root, "train") == {
+        "idx": 0, "text": "Our friends won't buy this analysis, let alone the next one we propose.",
+        "label": 1}
+    cola_dev = read_split(tasks["cola"], root, "dev")  # no final newline
+    assert cola_dev.slice(1042).to_pylist() == [
+        {"idx": 1042, "text": "John talked to Bill about himself.", "label": 1}]
+    assert first(tasks["cola"], root, "test") == {
+        "idx": 0, "text": "Bill whistled past the house.", "label": None}
+    assert first(tasks["mrpc"], root, "train") == {  # the header starts with a BOM
+        "idx": 0,
+        "text_a": 'Amrozi accused his brother, whom he called "the witness", of deliberately '
+                  "distorting his evidence.",
+        "text_b": 'Referring to him as only "the witness", Amrozi accused his brother of '
+                  "deliberately distorting his evidence.",
+        "label": 1}
+    assert read_split(tasks["mrpc"], root, "dev").column("text_b")[0].as_py().startswith(
+        '"The foodservice pie')  # a lone quote is text, not CSV quoting
+    mrpc_test = read_split(tasks["mrpc"], root, "test")
+    assert mrpc_test.column("idx")[-1].as_py() == 1724
+    stsb = read_split(tasks["stsb"], root, "train").slice(0, 2).to_pydict()
+    assert stsb == {"idx": [0, 1],
+                    "text_a": ["A plane is taking off.", "A man is playing a large flute."],
+                    "text_b": ["An air plane is taking off.", "A man is playing a flute."],
+                    "label": [5.0, 3.8]}
+    assert read_split(tasks["stsb"], root, "test").slice(1378).to_pylist()[0]["text_b"] == (
+        "North Korea Delegation Meets With South Korean Officials")
+    assert first(tasks["rte"], root, "train") == {
+        "idx": 0, "premise": "No Weapons of Mass Destruction Found in Iraq Yet.",
+        "hypothesis": "Weapons of Mass Destruction Found in Iraq.", "label": 1}
+    assert read_split(tasks["rte"], root, "train").column("label").value_counts().to_pylist() \
+        == [{"values": 1, "counts": 1241}, {"values": 0, "counts": 1249}]
+    assert first(tasks["qnli"], root, "dev") == {  # premise = question, hypothesis = sentence
+        "idx": 0, "premise": "What came into force after the new constitution was herald?",
+        "hypothesis": "As of that day, the new constitution heralding the Second Republic came "
+                      "into force.",
+        "label": 0}
 
 
-def test_cola_test_split(cola_root: Path) -> None:
-    table = read_task_split("cola", cola_root, "test")
-    assert table.column("idx").to_pylist() == [0]
-    assert table.column("text").to_pylist() == ["Bill whistled past the house."]
-    assert table.column("label").null_count == 1
+def test_real_qnli_train_is_reported_missing(tasks: dict[str, TaskParams],
+                                             shared_data: Path) -> None:
+    train = shared_data / "glue" / "QNLI" / "train.tsv"
+    assert missing_files(tasks["qnli"], shared_data) == [train]
+    with raises(FileNotFoundError, f"expected at {train}"):
+        read_split(tasks["qnli"], shared_data, "train")
+    assert missing_files(tasks["rte"], shared_data) == []
 
 
-def test_cola_bad_label_names_the_line(cola_root: Path) -> None:
-    path = cola_root / "glue" / "CoLA" / "train.tsv"
-    path.write_text("gj04\t1\t\tFine.\ngj04\t1\t\tFine too.\ngj04\tx\t\tBad.\n")
-    with pytest.raises(DataFormatError) as info:
-        read_task_split("cola", cola_root, "train")
-    assert str(path) in str(info.value) and "row 3" in str(info.value)  # no header line
+def test_real_story_cloze(tasks: dict[str, TaskParams], shared_data: Path) -> None:
+    assert first(tasks["story_cloze"], shared_data, "train") == {
+        "idx": 0,
+        "context": "Rick grew up in a troubled household. He never found good support in family, "
+                   "and turned to gangs. It wasn't long before Rick got shot in a robbery. The "
+                   "incident caused him to turn a new leaf.",
+        "question": "",
+        "choices": ["He is happy now.", "He joined a gang."],
+        "label": 0}
+    test = read_split(tasks["story_cloze"], shared_data, "test")  # no final newline
+    assert test.slice(0, 1).to_pylist()[0]["label"] == 1
+    assert test.column("label").value_counts().to_pylist() == [
+        {"values": 1, "counts": 911}, {"values": 0, "counts": 960}]
+
+
+def test_story_cloze_holdout_is_the_original_split(tasks: dict[str, TaskParams],
+                                                   shared_data: Path) -> None:
+    task = tasks["story_cloze"]
+    assert task.holdout is not None
+    table = read_split(task, shared_data, "train")
+    train, dev = holdout_split(table, task.holdout.size, task.holdout.seed)
+    assert (train.num_rows, dev.num_rows) == (1_497, 374)
+    again = holdout_split(table, task.holdout.size, task.holdout.seed)
+    assert again[0].equals(train) and again[1].equals(dev)
+    # what train_test_split did when OpenAI's code called it: one seeded permutation, the first
+    # `test_size` rows of it for dev
+    order = np.random.RandomState(3535999445).permutation(1_871)
+    assert dev.column("idx").to_pylist() == order[:374].tolist()
+    assert train.column("idx").to_pylist() == order[374:].tolist()
+    assert dev.slice(0, 1).to_pylist() == table.slice(int(order[0]), 1).to_pylist()
+
+
+# -- the bundled sample ----------------------------------------------------------------------------
+
+SAMPLE_TASKS = ["sst2", "cola", "rte", "mrpc", "stsb", "story_cloze"]
+
+
+@pytest.mark.parametrize("name", SAMPLE_TASKS)
+def test_bundled_sample_reads(tasks: dict[str, TaskParams], name: str) -> None:
+    task = tasks[name]
+    assert missing_files(task, SAMPLE) == []
+    for split in task.files:
+        table = read_split(task, SAMPLE, split)
+        assert table.num_rows >= 20, split
+        assert table.column("label").null_count in (0, table.num_rows)
+    if task.holdout is not None:
+        train, dev = holdout_split(read_split(task, SAMPLE, "train"), task.holdout.size,
+                                   task.holdout.seed)
+        assert dev.num_rows == task.holdout.size and train.num_rows > 0
+
+
+# -- GLUE formats, synthetic ----------------------------------------------------------------------
+
+
+def test_cola_layouts_and_errors(tasks: dict[str, TaskParams], tmp_path: Path) -> None:
+    task = tasks["cola"]
+    write(tmp_path, "glue/CoLA/train.tsv", tsv(("gj04", 1, "", "Fine."),
+                                               ("r-67", 0, "*", 'They said "quote this')),
+          bom=True)
+    write(tmp_path, "glue/CoLA/test.tsv", tsv(("index", "sentence"), (7, "Bill whistled.")))
+    assert read(task, tmp_path, "train") == {
+        "idx": [0, 1], "text": ["Fine.", 'They said "quote this'], "label": [1, 0]}
+    assert read(task, tmp_path, "test") == {"idx": [7], "text": ["Bill whistled."],
+                                            "label": [None]}
+    path = write(tmp_path, "glue/CoLA/dev.tsv", tsv(("gj04", 1, "", "Fine."),
+                                                    ("gj04", "x", "*", "Bad.")))
+    with raises(DataFormatError, f"{path}:2: label 'x' is not one of ['0', '1']"):
+        read_split(task, tmp_path, "dev")
+    write(tmp_path, "glue/CoLA/dev.tsv", tsv(("gj04", 1, "Fine.")))
+    with raises(DataFormatError, f"{path}:1: expected 4 fields, got 3"):
+        read_split(task, tmp_path, "dev")
+
+
+def test_missing_file_names_the_expected_path(tasks: dict[str, TaskParams],
+                                              tmp_path: Path) -> None:
+    expected = tmp_path / "glue" / "SST-2" / "dev.tsv"
+    with raises(FileNotFoundError, f"SST-2: dev split expected at {expected}"):
+        read_split(tasks["sst2"], tmp_path, "dev")
+    assert missing_files(tasks["sst2"], tmp_path) == [
+        tmp_path / "glue" / "SST-2" / f"{split}.tsv" for split in ("train", "dev", "test")]
+    with raises(ValueError, "no 'dev_x' split"):
+        read_split(tasks["sst2"], tmp_path, "dev_x")
+
+
+def test_unlabelled_rows_outside_test_are_refused(tasks: dict[str, TaskParams],
+                                                  tmp_path: Path) -> None:
+    path = write(tmp_path, "glue/SST-2/dev.tsv", tsv(("index", "sentence"), (0, "no label")))
+    with raises(DataFormatError, f"{path}: rows without a label in the dev split"):
+        read_split(tasks["sst2"], tmp_path, "dev")
+
+
+def test_header_without_a_needed_column(tasks: dict[str, TaskParams], tmp_path: Path) -> None:
+    path = write(tmp_path, "glue/RTE/train.tsv", tsv(("index", "premise", "sentence2", "label"),
+                                                     (0, "a", "b", "entailment")))
+    with raises(DataFormatError, f"{path}:1: no column 'sentence1' in the header"):
+        read_split(tasks["rte"], tmp_path, "train")
+
+
+QQP_HEADER = ("id", "qid1", "qid2", "question1", "question2", "is_duplicate")
+
+
+def test_qqp(tasks: dict[str, TaskParams], tmp_path: Path) -> None:
+    task = tasks["qqp"]
+    write(tmp_path, "glue/QQP/train.tsv", tsv(
+        QQP_HEADER,
+        (133273, 213221, 213222, "How is the life of a math student?",
+         "Which level of prepration is enough for the exam jlpt5?", 0),
+        (402555, 536040, 536041, 'How do I control my "horny" emotions?',
+         "How do you control your horniness?", 1)))
+    write(tmp_path, "glue/QQP/test.tsv", tsv(
+        ("id", "question1", "question2"),
+        (0, "Why do rockets look white?", "Why are rockets white?")))
+    assert read(task, tmp_path, "train") == {
+        "idx": [133273, 402555],
+        "text_a": ["How is the life of a math student?", 'How do I control my "horny" emotions?'],
+        "text_b": ["Which level of prepration is enough for the exam jlpt5?",
+                   "How do you control your horniness?"],
+        "label": [0, 1]}
+    assert read(task, tmp_path, "test") == {
+        "idx": [0], "text_a": ["Why do rockets look white?"],
+        "text_b": ["Why are rockets white?"], "label": [None]}
+    # some copies of QQP's train.tsv hold rows cut short by a stray newline: reported, not skipped
+    path = write(tmp_path, "glue/QQP/dev.tsv", tsv(
+        QQP_HEADER, (1, 2, 3, "What is a good question?", "What makes a good question?", 1),
+        (4, 5, 6, "A question cut short by a newline"), ("in the middle?", 0)))
+    with raises(DataFormatError, f"{path}:3: expected 6 fields, got 4"):
+        read_split(task, tmp_path, "dev")
+
+
+def test_stsb_bad_score(tasks: dict[str, TaskParams], tmp_path: Path) -> None:
+    header = ("index", "genre", "filename", "year", "old_index", "source1", "source2",
+              "sentence1", "sentence2", "score")
+    path = write(tmp_path, "glue/STS-B/dev.tsv", tsv(
+        header, (0, "main-captions", "MSRvid", "2012test", "0000", "none", "none", "A man.",
+                 "A man.", "5.000"),
+        (1, "main-captions", "MSRvid", "2012test", "0002", "none", "none", "A.", "B.", "high")))
+    with raises(DataFormatError, f"{path}:3: score 'high' is not a finite number"):
+        read_split(tasks["stsb"], tmp_path, "dev")
+
+
+MNLI_COLUMNS = ("index", "promptID", "pairID", "genre", "sentence1_binary_parse",
+                "sentence2_binary_parse", "sentence1_parse", "sentence2_parse", "sentence1",
+                "sentence2")
+
+
+def mnli_row(index: int, premise: str, hypothesis: str, *labels: str) -> tuple[object, ...]:
+    parses = (f"( {premise} )", f"( {hypothesis} )", f"(ROOT {premise})", f"(ROOT {hypothesis})")
+    return (index, 31193, f"31193{index}n", "government", *parses, premise, hypothesis, *labels)
+
+
+def test_mnli(tasks: dict[str, TaskParams], tmp_path: Path) -> None:
+    task = tasks["mnli"]
+    write(tmp_path, "glue/MNLI/train.tsv", tsv(
+        (*MNLI_COLUMNS, "label1", "gold_label"),
+        mnli_row(0, "Conceptually cream skimming has two basic dimensions.",
+                 "Product and geography are what make cream skimming work.", "neutral",
+                 "neutral"),
+        mnli_row(1, "you know during the season", "You lose the things.", "entailment",
+                 "entailment")))
+    dev_header = (*MNLI_COLUMNS, "label1", "label2", "label3", "label4", "label5", "gold_label")
+    write(tmp_path, "glue/MNLI/dev_matched.tsv", tsv(
+        dev_header, mnli_row(0, "The new rights are nice.", "Everyone hates them.",
+                             "contradiction", "contradiction", "neutral", "contradiction",
+                             "contradiction", "contradiction")))
+    path = write(tmp_path, "glue/MNLI/dev_mismatched.tsv", tsv(
+        dev_header, mnli_row(0, "Your gift is appreciated.", "Hundreds of gifts.", "neutral",
+                             "neutral", "neutral", "neutral", "neutral", "unknown")))
+    write(tmp_path, "glue/MNLI/test_mismatched.tsv", tsv(
+        MNLI_COLUMNS, mnli_row(0, "Hierbas, ans seco.", "A drink.")))
+    assert read(task, tmp_path, "train") == {
+        "idx": [0, 1],
+        "premise": ["Conceptually cream skimming has two basic dimensions.",
+                    "you know during the season"],
+        "hypothesis": ["Product and geography are what make cream skimming work.",
+                       "You lose the things."],
+        "label": [1, 0]}
+    assert read(task, tmp_path, "dev")["label"] == [2]
+    assert read(task, tmp_path, "test_mismatched")["label"] == [None]
+    with raises(DataFormatError, f"{path}:2: label 'unknown' is not one of"):
+        read_split(task, tmp_path, "dev_mismatched")
+    assert missing_files(task, tmp_path) == [tmp_path / "glue" / "MNLI" / "test_matched.tsv"]
+
+
+# -- SNLI / MultiNLI JSON lines and SciTail TSV -------------------------------------------------
+
+
+def snli_line(sentence1: str, sentence2: str, gold: str) -> str:
+    return json.dumps({"annotator_labels": [gold], "captionID": "3416050480.jpg#4",
+                       "gold_label": gold, "pairID": "3416050480.jpg#4r1n",
+                       "sentence1": sentence1, "sentence1_binary_parse": "( x )",
+                       "sentence1_parse": "(ROOT x)", "sentence2": sentence2,
+                       "sentence2_binary_parse": "( y )", "sentence2_parse": "(ROOT y)"}) + "\n"
+
+
+def test_snli_jsonl(tasks: dict[str, TaskParams], tmp_path: Path,
+                    caplog: pytest.LogCaptureFixture) -> None:
+    task = tasks["snli"]
+    write(tmp_path, "nli/snli_1.0/snli_1.0_dev.jsonl", "".join([
+        snli_line("A person on a horse jumps.", "A person is outdoors.", "entailment"),
+        snli_line("Two women are embracing.", "The sisters are hugging.", "-"),
+        snli_line("Children smiling.", "They are frowning.", "contradiction"),
+    ]))
+    with caplog.at_level(logging.INFO, logger="gpt1.readers"):
+        assert read(task, tmp_path, "dev") == {
+            "idx": [0, 1], "premise": ["A person on a horse jumps.", "Children smiling."],
+            "hypothesis": ["A person is outdoors.", "They are frowning."], "label": [0, 2]}
+    assert "2 pairs read, 1 without a gold label (-) dropped" in caplog.text
+    path = write(tmp_path, "nli/snli_1.0/snli_1.0_train.jsonl",
+                 snli_line("A.", "B.", "neutral") + '{"gold_label": "neutral", "sentence1": "A."'
+                 "\n")
+    with raises(DataFormatError, f"{path}:2: not a JSON object"):
+        read_split(task, tmp_path, "train")
+    path.write_text(json.dumps({"gold_label": "neutral", "sentence1": "A."}) + "\n")
+    with raises(DataFormatError, f"{path}:1: key 'sentence2': expected a string"):
+        read_split(task, tmp_path, "train")
+    path.write_text(snli_line("A.", "B.", "neutral") + snli_line("A.", "B.", "entails"))
+    with raises(DataFormatError, f"{path}:2: label 'entails' is not one of"):
+        read_split(task, tmp_path, "train")
+
+
+def test_scitail_tsv(tasks: dict[str, TaskParams], tmp_path: Path) -> None:
+    task = tasks["scitail"]
+    write(tmp_path, "nli/SciTailV1.1/tsv_format/scitail_1.0_train.tsv", tsv(
+        ("Pluto rotates once on its axis every 6.39 Earth days.",
+         "Earth rotates on its axis once times in one day.", "neutral"),
+        ('A "wave" is a disturbance that travels.', "Waves carry energy.", "entails")))
+    assert read(task, tmp_path, "train") == {
+        "idx": [0, 1],
+        "premise": ["Pluto rotates once on its axis every 6.39 Earth days.",
+                    'A "wave" is a disturbance that travels.'],
+        "hypothesis": ["Earth rotates on its axis once times in one day.", "Waves carry energy."],
+        "label": [1, 0]}
+    path = write(tmp_path, "nli/SciTailV1.1/tsv_format/scitail_1.0_dev.tsv", tsv(
+        ("A.", "B.", "entails"), ("A.", "B.", "contradiction")))
+    with raises(DataFormatError, f"{path}:2: label 'contradiction' is not one of"):
+        read_split(task, tmp_path, "dev")
+
+
+# -- RACE --------------------------------------------------------------------------------------
+
+
+def race_article(name: str, questions: list[str], answers: list[str]) -> str:
+    return json.dumps({"answers": answers,
+                       "options": [[f"{q} {letter}" for letter in "ABCD"] for q in questions],
+                       "questions": questions, "article": f"The article of {name}.",
+                       "id": name})
+
+
+def test_race_folders(tasks: dict[str, TaskParams], tmp_path: Path) -> None:
+    task = tasks["race"]
+    base = "multiple_choice/RACE/train"
+    write(tmp_path, f"{base}/middle/2.txt", race_article("middle2.txt", ["Why?"], ["C"]))
+    write(tmp_path, f"{base}/middle/10.txt",
+          race_article("middle10.txt", ["Who?", "The _ was red."], ["A", "D"]))
+    write(tmp_path, f"{base}/middle/notes.md", "not an article")
+    write(tmp_path, f"{base}/high/1.txt", race_article("high1.txt", ["When?"], ["B"]))
+    assert read(task, tmp_path, "train") == {  # files in sorted order, middle before high
+        "idx": [0, 1, 2, 3],
+        "context": ["The article of middle10.txt."] * 2 + ["The article of middle2.txt.",
+                                                           "The article of high1.txt."],
+        "question": ["Who?", "The _ was red.", "Why?", "When?"],
+        "choices": [[f"{q} {x}" for x in "ABCD"] for q in ("Who?", "The _ was red.", "Why?",
+                                                           "When?")],
+        "label": [0, 3, 2, 1]}
+
+
+def test_race_errors(tasks: dict[str, TaskParams], tmp_path: Path) -> None:
+    task = tasks["race"]
+    folder = tmp_path / "multiple_choice" / "RACE" / "dev" / "high"
+    folder.mkdir(parents=True)
+    with raises(FileNotFoundError, f"{folder}: no RACE article files"):
+        read_split(task, tmp_path, "dev_high")
+    path = write(folder, "1.txt", race_article("high1.txt", ["Why?", "Who?"], ["A", "E"]))
+    with raises(DataFormatError, f"{path}: answers[1]: label 'E' is not one of ['A', 'B'"):
+        read_split(task, tmp_path, "dev_high")
+    path.write_text(race_article("high1.txt", ["Why?", "Who?"], ["A"]))
+    with raises(DataFormatError, f"{path}: keys 'questions', 'options' and "):
+        read_split(task, tmp_path, "dev_high")
+    record = json.loads(race_article("high1.txt", ["Why?"], ["A"]))
+    record["options"][0] = ["only", "three", "options"]
+    path.write_text(json.dumps(record))
+    with raises(DataFormatError, f"{path}: options[0]: expected 4 strings"):
+        read_split(task, tmp_path, "dev_high")
+    path.write_text('{"article": "x",\n "answers": [}')
+    with raises(DataFormatError, f"{path}:2: not JSON"):
+        read_split(task, tmp_path, "dev_high")
+
+
+# -- holdout ---------------------------------------------------------------------------------
+
+
+def test_holdout_split_keeps_every_row_once() -> None:
+    table = pa.table({"idx": list(range(50)), "label": [i % 2 for i in range(50)]})
+    train, dev = holdout_split(table, 10, seed=1)
+    assert (train.num_rows, dev.num_rows) == (40, 10)
+    assert sorted(train.column("idx").to_pylist() + dev.column("idx").to_pylist()) == \
+        list(range(50))
+    assert holdout_split(table, 10, seed=2)[1] != dev

@@ -1,48 +1,36 @@
-"""gpt1.registry: the task specs (files, labels, metric, the paper's figure)."""
+"""gpt1.registry: each family's normalised table and what a registry entry implies."""
 
 from __future__ import annotations
 
-import numpy as np
-import pytest
+from pathlib import Path
 
-from gpt1.metrics import score
-from gpt1.registry import SPLITS, TASKS, task_spec
+import pyarrow as pa
 
+from gpt1.config import load_params
+from gpt1.registry import n_outputs, split_paths, task_schema
 
-def test_sst2_spec() -> None:
-    spec = TASKS["sst2"]
-    assert spec.name == "sst2"
-    assert spec.title == "SST-2"
-    assert spec.family == "classification"
-    assert spec.labels == ("0", "1")
-    assert spec.metric == "accuracy"
-    assert spec.paper_score == 91.3
-    assert spec.files == {"train": "glue/SST-2/train.tsv", "dev": "glue/SST-2/dev.tsv",
-                          "test": "glue/SST-2/test.tsv"}
-    assert SPLITS == ("train", "dev", "test")
+TASKS = load_params(Path(__file__).resolve().parents[1] / "params.yaml").tasks
 
 
-def test_task_spec() -> None:
-    assert task_spec("sst2") is TASKS["sst2"]
-    with pytest.raises(ValueError, match=r"unknown task 'nope'.*known: \[.*'sst2'.*\]"):
-        task_spec("nope")
+def test_schema_per_family() -> None:
+    assert task_schema(TASKS["sst2"]).names == ["idx", "text", "label"]
+    assert task_schema(TASKS["rte"]).names == ["idx", "premise", "hypothesis", "label"]
+    assert task_schema(TASKS["mrpc"]).names == ["idx", "text_a", "text_b", "label"]
+    assert task_schema(TASKS["race"]).names == ["idx", "context", "question", "choices",
+                                                "label"]
+    assert task_schema(TASKS["race"]).field("choices").type == pa.list_(pa.string())
+    assert task_schema(TASKS["mrpc"]).field("label").type == pa.int64()
+    assert task_schema(TASKS["stsb"]).field("label").type == pa.float64()  # regression
 
 
-def test_specs_are_immutable() -> None:
-    with pytest.raises(AttributeError):
-        TASKS["sst2"].paper_score = 100.0  # type: ignore[misc]
+def test_head_outputs() -> None:
+    assert n_outputs(TASKS["sst2"]) == 2
+    assert n_outputs(TASKS["mnli"]) == 3
+    assert n_outputs(TASKS["stsb"]) == 1  # a score
+    assert n_outputs(TASKS["story_cloze"]) == 1  # a scalar per choice
 
 
-def test_every_spec_is_consistent() -> None:
-    for name, spec in TASKS.items():
-        assert spec.name == name
-        assert set(spec.files) == set(SPLITS), name
-        assert 0 < spec.paper_score <= 100, name
-        assert len(spec.labels) >= 2 and len(set(spec.labels)) == len(spec.labels), name
-        labels = np.array([0, 1, 1, 0])
-        assert score(spec.metric, labels, labels) == {spec.metric: pytest.approx(100.0)}, name
-
-
-def test_cola_spec() -> None:
-    spec = TASKS["cola"]
-    assert (spec.title, spec.metric, spec.paper_score) == ("CoLA", "mcc", 45.4)
+def test_split_paths() -> None:
+    assert split_paths(TASKS["sst2"], "dev") == ["glue/SST-2/dev.tsv"]
+    assert split_paths(TASKS["race"], "train") == ["multiple_choice/RACE/train/middle",
+                                                   "multiple_choice/RACE/train/high"]

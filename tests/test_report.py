@@ -1,61 +1,93 @@
-"""gpt1.report: the summary puts our figures beside the paper's."""
+"""gpt1.report: the summary puts our figures (median and spread over seeds) beside the paper's."""
 
 from __future__ import annotations
 
-from gpt1.registry import TASKS
-from gpt1.report import render_summary
+from pathlib import Path
 
+import pytest
+
+from gpt1.config import load_params
+from gpt1.report import glue_average, render_summary
+
+TASKS = load_params(Path(__file__).resolve().parents[1] / "params.yaml").tasks
 PRETRAIN = {"steps": 400, "tokens": 1_638_400, "parameters": 5_432_100, "train_loss": 4.56789,
             "val_loss": 4.98765, "val_perplexity": 146.62, "unigram_val_loss": 6.54321,
-            "tokens_per_second": 12345.6}
-SST2 = {"task": "sst2", "metric": "accuracy", "dev": {"accuracy": 78.44},
-        "train_examples": 67349, "dev_examples": 872}
+            "tokens_per_second": 12345.6, "mfu": 0.1234}
+
+
+def _summary(median: float, low: float, high: float) -> dict[str, float]:
+    return {"median": median, "min": low, "max": high}
+
+
+def _ran(dev: dict[str, dict[str, dict[str, float]]], seeds: int = 3) -> dict:
+    return {"run": True, "seeds": list(range(seeds)), "dev": dev, "train_examples": 67349}
+
+
+SST2 = _ran({"dev": {"accuracy": _summary(78.44, 77.0, 80.15)}})
+MRPC = _ran({"dev": {"f1": _summary(80.0, 79.0, 81.0), "accuracy": _summary(70.0, 69.0, 71.0)}})
+MNLI = _ran({"dev": {"accuracy": _summary(60.0, 59.0, 61.0)},
+             "dev_mismatched": {"accuracy": _summary(62.0, 61.0, 63.0)}})
+RTE = {"run": False, "reason": "data not found at /data/glue/RTE/train.tsv"}
 
 
 def _row(text: str, first_cell: str) -> list[str]:
-    (line,) = [line for line in text.splitlines() if line.startswith(f"| {first_cell} ")]
-    return [cell.strip() for cell in line.strip("|").split("|")]
+    rows = [[cell.strip() for cell in line.strip("|").split("|")]
+            for line in text.splitlines() if line.startswith("|")]
+    (row,) = [r for r in rows if r[0] == first_cell]
+    return row
 
 
-def test_sst2_row_has_ours_and_the_paper() -> None:
-    text = render_summary(PRETRAIN, {"sst2": SST2})
-    assert _row(text, "SST-2") == ["SST-2", "accuracy", "78.4", "91.3", "67,349", "872"]
-    assert "91.3" in text and "78.4" in text
+def test_task_row_has_median_spread_seeds_and_the_paper() -> None:
+    text = render_summary(PRETRAIN, TASKS, {"sst2": SST2})
+    assert _row(text, "SST-2") == ["SST-2", "accuracy", "78.4", "[77.0, 80.2]", "3", "91.3",
+                                   "67,349"]
+
+
+def test_secondary_metrics_and_extra_dev_splits() -> None:
+    text = render_summary(PRETRAIN, TASKS, {"mrpc": MRPC, "mnli": MNLI})
+    assert _row(text, "MRPC")[1:4] == ["f1 (accuracy 70.0)", "80.0", "[79.0, 81.0]"]
+    assert _row(text, "MNLI")[2] == "60.0" and _row(text, "MNLI")[5] == "82.1"
+    assert _row(text, "MNLI (dev_mismatched)")[2] == "62.0"
+    assert _row(text, "MNLI (dev_mismatched)")[5] == "81.4"
+
+
+def test_task_not_run_says_why() -> None:
+    text = render_summary(PRETRAIN, TASKS, {"rte": RTE, "sst2": SST2})
+    assert "| RTE | | | not run: data not found at /data/glue/RTE/train.tsv |" in text
+
+
+def test_rows_follow_the_registry_and_link_plots() -> None:
+    text = render_summary(PRETRAIN, TASKS, {"sst2": SST2, "mrpc": MRPC},
+                          plots={"sst2": "plots/sst2.png"})
+    assert text.index("[SST-2](plots/sst2.png)") < text.index("| MRPC |")
+
+
+def test_glue_average_follows_glue() -> None:
+    # SST-2 78.44; MRPC mean(80, 70) = 75; MNLI mean(60, 62) = 61; RTE not run
+    results = {"sst2": SST2, "mrpc": MRPC, "mnli": MNLI, "rte": RTE}
+    assert glue_average(TASKS, results) == pytest.approx((78.44 + 75.0 + 61.0) / 3)
+    assert glue_average(TASKS, {"rte": RTE}) is None
+    text = render_summary(PRETRAIN, TASKS, results)
+    assert "GLUE average over the GLUE tasks run here: 71.5 (paper: 72.8" in text
 
 
 def test_pretraining_row() -> None:
-    text = render_summary(PRETRAIN, {"sst2": SST2})
+    text = render_summary(PRETRAIN, TASKS, {"sst2": SST2})
     assert _row(text, "400") == ["400", "1,638,400", "5,432,100", "4.5679", "4.9877", "146.62",
-                                 "6.5432", "12,346"]
+                                 "6.5432", "12,346", "12.3%"]
     assert text.startswith("# gpt1 benchmark report\n")
-    assert "Radford et al. (2018)" in text
+    assert "Radford et al. 2018" in text
     assert text.endswith("\n")
 
 
 def test_markdown_tables_are_well_formed() -> None:
-    text = render_summary(PRETRAIN, {"sst2": SST2})
+    text = render_summary(PRETRAIN, TASKS, {"sst2": SST2, "mnli": MNLI, "rte": RTE})
     lines = text.splitlines()
     for header in ("| steps |", "| task |"):
         i = next(k for k, line in enumerate(lines) if line.startswith(header))
         width = lines[i].count("|")
         assert lines[i + 1].count("|") == width and set(lines[i + 1]) <= set("|-:")
-        assert lines[i + 2].count("|") == width
-
-
-def test_no_tasks_gives_an_empty_table() -> None:
-    text = render_summary(PRETRAIN, {})
-    assert "| task | metric | ours | paper |" in text
-    assert "SST-2" not in text and "91.3" not in text
-
-
-def test_tasks_appear_in_registry_order_with_their_metric() -> None:
-    finetune = {name: {"dev": {spec.metric: 10.0 + i}, "train_examples": 100 + i,
-                       "dev_examples": 10 + i}
-                for i, (name, spec) in enumerate(TASKS.items())}
-    text = render_summary(PRETRAIN, dict(reversed(finetune.items())))
-    rows = [line for line in text.splitlines()
-            if any(line.startswith(f"| {spec.title} |") for spec in TASKS.values())]
-    assert len(rows) == len(TASKS)
-    for i, (row, spec) in enumerate(zip(rows, TASKS.values(), strict=True)):
-        cells = [c.strip() for c in row.strip("|").split("|")]
-        assert cells[:4] == [spec.title, spec.metric, f"{10.0 + i:.1f}", f"{spec.paper_score:.1f}"]
+        k = i + 2
+        while k < len(lines) and lines[k].startswith("|"):
+            assert lines[k].count("|") == width, lines[k]
+            k += 1

@@ -1,8 +1,9 @@
 """Generate the sample data bundled with gpt1 (``gpt1/sample_data/``).
 
 This script produced the bundled sample: a handful of plain-text "books" for language-model
-pretraining and an SST-2-style sentiment task in the GLUE TSV format, plus a README that
-describes the files. All of it is original synthetic text written by the seeded probabilistic
+pretraining, an SST-2-style sentiment task in the GLUE TSV format, a small task of every other
+family in its release format (CoLA, RTE, MRPC, STS-B, Story Cloze), and a README that describes
+the files. All of it is original synthetic text written by the seeded probabilistic
 grammar below; nothing is copied from any dataset or book. The output depends only on the seed,
 so a second run rewrites byte-identical files.
 
@@ -16,11 +17,14 @@ from __future__ import annotations
 
 import argparse
 import collections
+import csv
+import io
 import random
 import re
 import textwrap
+import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 SEED = 2018
@@ -982,13 +986,419 @@ def sst2_files(splits: dict[str, list[SentimentRow]]) -> dict[str, str]:
 
 
 # --------------------------------------------------------------------------------------------
+# One task of each family in its release format: CoLA, RTE, MRPC, STS-B and Story Cloze
+# --------------------------------------------------------------------------------------------
+
+TASK_SIZES = (("train", 60), ("dev", 20), ("test", 20))
+# Story Cloze has no train file: the task registry holds 374 stories of the validation file out
+# for dev (the original code's split), so the sample's validation file has 60 more to train on.
+STORY_CLOZE_FILES = (("cloze_test_val__spring2016.csv", 434),
+                     ("cloze_test_test__spring2016.csv", 20))
+
+TASK_PEOPLE = tuple(person for book in BOOKS for person in book.cast if " " not in person.name)
+TASK_PLACES = tuple(sorted({place for places in THEME_PLACES.values() for place in places}
+                           | set(COMMON_PLACES)))
+COLA_SOURCES = ("sm01", "sm02", "sm03")
+STORY_REMARKS = (
+    "{other} asked where the {thing} came from.",
+    "Nobody at the {place} knew whose it was.",
+    "It was just like {poss} grandmother's.",
+)
+STORY_ENDINGS = (
+    "{name} decided to keep the {thing}.",
+    "{name} gave the {thing} to {other}.",
+    "{Pron} put the {thing} back.",
+    "{name} sold the {thing} at the market.",
+)
+STS_PEOPLE = ("man", "woman", "boy", "girl", "child", "musician", "cook", "sailor", "farmer")
+STS_ACTIONS = (
+    ("polishing", "polishes"), ("carrying", "carries"), ("opening", "opens"),
+    ("cleaning", "cleans"), ("painting", "paints"), ("mending", "mends"),
+    ("holding", "holds"), ("lifting", "lifts"),
+)
+STS_THINGS = ("lantern", "kettle", "basket", "violin", "umbrella", "boat", "bicycle", "chair",
+              "window", "fence")
+STS_PLACES = ("in the kitchen", "on the beach", "in the garden", "at the market", "on a bridge",
+              "by the river", "in the rain", "on the stairs")
+STS_NOISE = 0.3  # half-width of the uniform noise on a similarity score
+
+
+@dataclass(frozen=True)
+class Event:
+    """Who did what to which thing, where and when: the facts a task sentence states."""
+
+    person: Character
+    verb: str  # past tense, which is also the participle for HANDLING_VERBS
+    adjective: str
+    thing: str
+    place: str
+    time: str
+
+
+@dataclass(frozen=True)
+class SampleFile:
+    """One written file of a task sample and what the README says about it."""
+
+    path: str  # under the sample root
+    text: str
+    rows: int
+    labels: str  # the labels' counts, or "-" where the file has none
+
+
+class TaskWriter:
+    """Sentences about events in the books' world, each with a label a model can learn."""
+
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+
+    def other_than(self, options: Sequence[str], value: str) -> str:
+        return self.rng.choice([option for option in options if option != value])
+
+    def other_person(self, person: Character) -> Character:
+        return self.rng.choice([other for other in TASK_PEOPLE if other != person])
+
+    def event(self) -> Event:
+        rng = self.rng
+        return Event(rng.choice(TASK_PEOPLE), rng.choice(HANDLING_VERBS),
+                     rng.choice(OBJECT_ADJECTIVES), rng.choice(OBJECTS), rng.choice(TASK_PLACES),
+                     rng.choice(TIMES))
+
+    def changed(self, event: Event, field: str) -> Event:
+        """`event` with one fact (person, thing, place or time) made different."""
+        if field == "person":
+            return replace(event, person=self.other_person(event.person))
+        pools = {"thing": OBJECTS, "place": TASK_PLACES, "time": TIMES}
+        return replace(event, **{field: self.other_than(pools[field], getattr(event, field))})
+
+    # -- CoLA: acceptable sentences, and the same sentences broken --------------------------
+
+    def acceptable(self) -> str:
+        e = self.event()
+        rng = self.rng
+        return rng.choice((
+            f"{e.person.name} {e.verb} the {e.adjective} {e.thing}.",
+            f"{e.person.name} {rng.choice(MOTION_VERBS)} {rng.choice(DIRECTIONS)} the {e.place} "
+            f"{e.time}.",
+            f"The {e.thing} was {rng.choice(LOCATIONS)}.",
+            f"{capitalize(e.person.subject)} {rng.choice(PERCEPTION_VERBS)} "
+            f"{with_article(e.adjective)} {e.thing} {rng.choice(LOCATIONS)}.",
+            f"{e.person.name} and {self.other_person(e.person).name} were waiting by the "
+            f"{e.place}.",
+        ))
+
+    def unacceptable(self, sentence: str) -> str:
+        """`sentence` broken by an agreement error, a doubled article, two words swapped or
+        its second word dropped."""
+        words = sentence[:-1].split()
+        agreement = {"was": "were", "were": "was"}
+        kinds = ["swap", "drop"]
+        kinds += ["agreement"] * any(word in agreement for word in words)
+        kinds += ["double"] * ("the" in words)
+        kind = self.rng.choice(kinds)
+        if kind == "agreement":
+            words = [agreement.get(word, word) for word in words]
+        elif kind == "double":
+            at = words.index("the")
+            words.insert(at, "the")
+        elif kind == "swap":
+            at = self.rng.randrange(1, len(words) - 1)
+            words[at], words[at + 1] = words[at + 1], words[at]
+        else:
+            del words[1]
+        return " ".join(words) + "."
+
+    # -- RTE: does the premise state the hypothesis? -----------------------------------------
+
+    def entailment_pair(self, entailed: bool) -> tuple[str, str]:
+        e = self.event()
+        rng = self.rng
+        other = self.other_person(e.person)
+        premise = (f"{e.person.name} {rng.choice(MOTION_VERBS)} to the {e.place} {e.time} and "
+                   f"{e.verb} the {e.adjective} {e.thing}.")
+        if rng.random() < 0.5:
+            premise += f" {other.name} was waiting by the {self.other_than(TASK_PLACES, e.place)}."
+        facts: tuple[tuple[Callable[[Event], str], tuple[str, ...]], ...] = (
+            (lambda x: f"{x.person.name} {x.verb} the {x.thing}.", ("person", "thing")),
+            (lambda x: f"{x.person.name} went to the {x.place}.", ("person", "place")),
+            (lambda x: f"The {x.thing} was {x.verb} {x.time}.", ("thing", "time")),
+            (lambda x: f"{x.person.name} was at the {x.place} {x.time}.",
+             ("person", "place", "time")),
+        )
+        state, fields = rng.choice(facts)
+        if entailed:
+            return premise, state(e)
+        field = rng.choice(fields)
+        # a changed person is the premise's other person (who did not do it), where it has one
+        changed = replace(e, person=other) if field == "person" else self.changed(e, field)
+        return premise, state(changed)
+
+    # -- MRPC: the same event told two ways, or a different event ----------------------------
+
+    def telling(self, e: Event, form: int) -> str:
+        return (
+            f"{e.person.name} {e.verb} the {e.adjective} {e.thing} at the {e.place} {e.time}.",
+            f"{capitalize(e.time)}, {e.person.name} {e.verb} the {e.adjective} {e.thing} at the "
+            f"{e.place}.",
+            f"The {e.adjective} {e.thing} was {e.verb} by {e.person.name} at the {e.place} "
+            f"{e.time}.",
+            f"At the {e.place}, {e.person.name} {e.verb} the {e.adjective} {e.thing} {e.time}.",
+        )[form]
+
+    def paraphrase_pair(self, paraphrase: bool) -> tuple[str, str]:
+        e = self.event()
+        first, second = self.rng.sample(range(4), 2)
+        f = e if paraphrase else self.changed(e, self.rng.choice(("person", "thing", "place")))
+        return self.telling(e, first), self.telling(f, second)
+
+    # -- STS-B: similarity is the share of facts two captions have in common -----------------
+
+    @staticmethod
+    def caption(progressive: bool, person: str, action: int, thing: str, place: str) -> str:
+        verb = f"is {STS_ACTIONS[action][0]}" if progressive else STS_ACTIONS[action][1]
+        return f"{capitalize(with_article(person))} {verb} {with_article(thing)} {place}."
+
+    def similar_pair(self) -> tuple[str, str, float]:
+        rng = self.rng
+        facts = [rng.choice(STS_PEOPLE), rng.randrange(len(STS_ACTIONS)), rng.choice(STS_THINGS),
+                 rng.choice(STS_PLACES)]
+        shared = rng.randint(0, len(facts))
+        kept = set(rng.sample(range(len(facts)), shared))
+        pools: tuple[Sequence[object], ...] = (STS_PEOPLE, range(len(STS_ACTIONS)), STS_THINGS,
+                                               STS_PLACES)
+        other = [fact if i in kept else rng.choice([x for x in pools[i] if x != fact])
+                 for i, fact in enumerate(facts)]
+        score = 5 * shared / len(facts) + rng.uniform(-STS_NOISE, STS_NOISE)
+        progressive = rng.random() < 0.5  # the two captions word the action differently
+        return (self.caption(progressive, *facts), self.caption(not progressive, *other),
+                min(5.0, max(0.0, score)))
+
+    # -- Story Cloze: the right ending is about the story's thing and people -----------------
+
+    def story(self) -> tuple[list[str], str, str]:
+        """Four sentences, the right ending and a wrong one, which names a thing (or a person)
+        the story never mentions."""
+        e = self.event()
+        rng = self.rng
+        other = self.other_person(e.person)
+        slots = {"name": e.person.name, "other": other.name, "thing": e.thing,
+                 "place": e.place, "Pron": capitalize(e.person.subject),
+                 "poss": e.person.possessive}
+        remark = rng.choice(STORY_REMARKS)
+        sentences = [
+            f"{e.person.name} {rng.choice(MOTION_VERBS)} to the {e.place}.",
+            f"{slots['Pron']} {rng.choice(PERCEPTION_VERBS)} {with_article(e.thing)} "
+            f"{rng.choice(LOCATIONS)}.",
+            f"{slots['Pron']} {e.verb} the {e.thing}.",
+            remark.format(**slots),
+        ]
+        ending = rng.choice(STORY_ENDINGS)
+        wrong = dict(slots, thing=self.other_than(OBJECTS, e.thing))
+        if "{other}" in ending and "{other}" in remark and rng.random() < 0.5:
+            wrong = dict(slots, other=self.other_person(other).name)
+        return sentences, ending.format(**slots), ending.format(**wrong)
+
+
+Row = tuple[str, ...]  # a task example's text fields, then its label
+
+
+def _unique_rows(make: Callable[[int], Row], count: int) -> list[Row]:
+    """`count` rows of `make(i)` whose texts (every field but the label) never repeat."""
+    rows: list[Row] = []
+    seen: set[Row] = set()
+    while len(rows) < count:
+        row = make(len(rows))
+        if row[:-1] not in seen:
+            seen.add(row[:-1])
+            rows.append(row)
+    return rows
+
+
+def _cut(rng: random.Random, rows: list[Row], sizes: Sequence[tuple[str, int]],
+         ) -> dict[str, list[Row]]:
+    """`rows` cut in order into parts of `sizes`, each then shuffled: rows made with alternating
+    labels give every part as many of each label."""
+    parts, start = {}, 0
+    for name, size in sizes:
+        parts[name] = rows[start:start + size]
+        rng.shuffle(parts[name])
+        start += size
+    return parts
+
+
+def _splits(rng: random.Random, make: Callable[[int], Row]) -> dict[str, list[Row]]:
+    """Unique rows cut into the splits of TASK_SIZES."""
+    return _cut(rng, _unique_rows(make, sum(size for _, size in TASK_SIZES)), TASK_SIZES)
+
+
+def _summary(labels: Sequence[str]) -> str:
+    """What the README says about a file's labels: each label's count, or "-" for none."""
+    counts = sorted(collections.Counter(labels).items())
+    return ", ".join(f"{label}: {n}" for label, n in counts) or "-"
+
+
+def _score_summary(rows: Sequence[Row]) -> str:
+    scores = [float(row[-1]) for row in rows]
+    return (f"scores {min(scores):.2f} to {max(scores):.2f}, mean "
+            f"{sum(scores) / len(scores):.2f}")
+
+
+def _tsv_file(path: str, header: Sequence[str] | None, body: Sequence[Sequence[object]],
+              labels: str = "-", bom: str = "") -> SampleFile:
+    lines = [header, *body] if header else body
+    text = bom + "".join("\t".join(map(str, line)) + "\n" for line in lines)
+    return SampleFile(path, text, len(body), labels)
+
+
+def cola_files(seed: int) -> list[SampleFile]:
+    """CoLA: `source, label, mark, sentence` without a header (mark `*` on unacceptable
+    sentences) for train and dev; `index, sentence` under a header for test."""
+    rng = random.Random(f"{seed}-cola")
+    writer = TaskWriter(rng)
+
+    def make(i: int) -> Row:
+        sentence = writer.acceptable()
+        return (sentence, "1") if i % 2 else (writer.unacceptable(sentence), "0")
+
+    files = []
+    for split, rows in _splits(rng, make).items():
+        path = f"glue/CoLA/{split}.tsv"
+        if split == "test":
+            body = [(i, sentence) for i, (sentence, _) in enumerate(rows)]
+            files.append(_tsv_file(path, ("index", "sentence"), body))
+        else:
+            body = [(rng.choice(COLA_SOURCES), label, "" if label == "1" else "*", sentence)
+                    for sentence, label in rows]
+            files.append(_tsv_file(path, None, body, _summary([label for _, label in rows])))
+    return files
+
+
+def rte_files(seed: int) -> list[SampleFile]:
+    """RTE: `index, sentence1, sentence2, label` (entailment / not_entailment) under a header;
+    test without the label."""
+    rng = random.Random(f"{seed}-rte")
+    writer = TaskWriter(rng)
+
+    def make(i: int) -> Row:
+        entailed = i % 2 == 0
+        return (*writer.entailment_pair(entailed), "entailment" if entailed else "not_entailment")
+
+    header = ("index", "sentence1", "sentence2", "label")
+    files = []
+    for split, rows in _splits(rng, make).items():
+        if split == "test":
+            body = [(i, premise, hypothesis) for i, (premise, hypothesis, _) in enumerate(rows)]
+            files.append(_tsv_file(f"glue/RTE/{split}.tsv", header[:-1], body))
+        else:
+            body = [(i, *row) for i, row in enumerate(rows)]
+            files.append(_tsv_file(f"glue/RTE/{split}.tsv", header, body,
+                                   _summary([row[-1] for row in rows])))
+    return files
+
+
+def mrpc_files(seed: int) -> list[SampleFile]:
+    """MRPC: `Quality, #1 ID, #2 ID, #1 String, #2 String` under a header that starts with a
+    byte-order mark, as in the release; test has `index` in place of `Quality` and no mark."""
+    rng = random.Random(f"{seed}-mrpc")
+    writer = TaskWriter(rng)
+
+    def make(i: int) -> Row:
+        paraphrase = i % 2 == 0
+        return (*writer.paraphrase_pair(paraphrase), "1" if paraphrase else "0")
+
+    names = ("#1 ID", "#2 ID", "#1 String", "#2 String")
+    files = []
+    for split, rows in _splits(rng, make).items():
+        path = f"glue/MRPC/{split}.tsv"
+        leads = range(len(rows)) if split == "test" else [label for *_, label in rows]
+        body = [(lead, rng.randrange(100_000, 3_500_000), rng.randrange(100_000, 3_500_000),
+                 first, second) for lead, (first, second, _) in zip(leads, rows, strict=True)]
+        if split == "test":
+            files.append(_tsv_file(path, ("index", *names), body))
+        else:
+            files.append(_tsv_file(path, ("Quality", *names), body,
+                                   _summary([row[-1] for row in rows]), bom="\ufeff"))
+    return files
+
+
+def stsb_files(seed: int) -> list[SampleFile]:
+    """STS-B: the release's ten columns (index, genre, filename, year, old_index, source1,
+    source2, sentence1, sentence2, score) under a header; test without the score."""
+    rng = random.Random(f"{seed}-stsb")
+    writer = TaskWriter(rng)
+
+    def make(_: int) -> Row:
+        first, second, score = writer.similar_pair()
+        return first, second, f"{score:.3f}"
+
+    header = ("index", "genre", "filename", "year", "old_index", "source1", "source2",
+              "sentence1", "sentence2", "score")
+    files = []
+    for split, rows in _splits(rng, make).items():
+        labelled = split != "test"
+        body = [(i, "main-captions", "MSRvid", "2012train", f"{i:04d}", "none", "none",
+                 *(row if labelled else row[:-1])) for i, row in enumerate(rows)]
+        files.append(_tsv_file(f"glue/STS-B/{split}.tsv", header if labelled else header[:-1],
+                               body, _score_summary(rows) if labelled else "-"))
+    return files
+
+
+STORY_CLOZE_HEADER = ("InputStoryid", "InputSentence1", "InputSentence2", "InputSentence3",
+                      "InputSentence4", "RandomFifthSentenceQuiz1", "RandomFifthSentenceQuiz2",
+                      "AnswerRightEnding")
+
+
+def story_cloze_files(seed: int) -> list[SampleFile]:
+    """Story Cloze 2016: a CSV (standard quoting, no final newline, as released) with a story id,
+    four sentences, two endings and the number (1 or 2) of the right one."""
+    rng = random.Random(f"{seed}-story_cloze")
+    writer = TaskWriter(rng)
+
+    def make(i: int) -> Row:
+        sentences, right, wrong = writer.story()
+        endings = (right, wrong) if i % 2 else (wrong, right)
+        return (*sentences, *endings, "1" if i % 2 else "2")
+
+    rows = _unique_rows(make, sum(size for _, size in STORY_CLOZE_FILES))
+    files = []
+    for name, chunk in _cut(rng, rows, STORY_CLOZE_FILES).items():
+        buffer = io.StringIO()
+        out = csv.writer(buffer, lineterminator="\n")
+        out.writerow(STORY_CLOZE_HEADER)
+        out.writerows((str(uuid.UUID(int=rng.getrandbits(128), version=4)), *row)
+                      for row in chunk)
+        files.append(SampleFile(f"multiple_choice/story_cloze/{name}",
+                                buffer.getvalue().rstrip("\n"), len(chunk),
+                                _summary([row[-1] for row in chunk])))
+    return files
+
+
+TASK_SAMPLES = (
+    ("CoLA", "classification", cola_files,
+     "unacceptable sentences are acceptable ones broken by an agreement error, a doubled "
+     "article, two swapped words or a dropped word"),
+    ("RTE", "entailment", rte_files,
+     "the hypothesis restates a fact of the premise, or the same fact with the person, thing, "
+     "place or time changed"),
+    ("MRPC", "similarity", mrpc_files,
+     "paraphrases tell one event in two ways; the other pairs change its person, thing or "
+     "place"),
+    ("STS-B", "similarity (regression)", stsb_files,
+     "two captions share k of four facts (person, action, thing, place); the score is 5k/4 "
+     f"plus uniform noise of at most {STS_NOISE}, clipped to 0-5"),
+    ("Story Cloze", "multiple choice", story_cloze_files,
+     "the wrong ending names a thing (or a person) that the story never mentions"),
+)
+
+
+# --------------------------------------------------------------------------------------------
 # README: figures measured from the written files
 # --------------------------------------------------------------------------------------------
 
 
-def describe(out: Path, seed: int, flipped: dict[str, int]) -> str:
-    """README text; every size and count is read back from the files written under `out`,
-    except `flipped` (rows per split whose label is noise), which only the generator knows."""
+def describe(out: Path, seed: int, flipped: dict[str, int], samples: list[SampleFile]) -> str:
+    """README text; sizes are read back from the files written under `out`, the SST-2 counts
+    too, except `flipped` (rows per split whose label is noise), which only the generator knows,
+    and the other tasks' counts, which `samples` carry."""
     corpus = sorted((out / "corpus").glob("*.txt"))
     corpus_bytes = sum(path.stat().st_size for path in corpus)
     corpus_words = 0
@@ -998,11 +1408,11 @@ def describe(out: Path, seed: int, flipped: dict[str, int]) -> str:
         "# gpt1 sample data",
         "",
         "A small offline data root for the gpt1 pipeline, laid out like a real one",
-        "(`corpus/*.txt` and `glue/SST-2/{train,dev,test}.tsv`). It is **synthetic**: original",
-        "text written by the seeded probabilistic grammar in `tools/make_sample_data.py`, not",
-        "copied from any dataset or book. It is the pipeline's offline default, small enough for",
-        "the whole pipeline (clean, BPE, pretraining, SST-2 fine-tuning) to run quickly on a",
-        "CPU; scores on it say nothing about GPT-1 on real data.",
+        "(`corpus/*.txt`, `glue/<TASK>/{train,dev,test}.tsv`, `multiple_choice/story_cloze/`).",
+        "It is **synthetic**: original text written by the seeded probabilistic grammar in",
+        "`tools/make_sample_data.py`, not copied from any dataset or book. It is the pipeline's",
+        "offline default, small enough for the whole pipeline (clean, BPE, pretraining,",
+        "fine-tuning) to run quickly on a CPU; scores on it say nothing about GPT-1 on real data.",
         "",
         "Regenerate (byte-identical for the same seed) from the repository root:",
         "",
@@ -1055,7 +1465,35 @@ def describe(out: Path, seed: int, flipped: dict[str, int]) -> str:
             zeros, ones = f"{counts['0']:,}", f"{counts['1']:,}"
         lines.append(f"| `glue/SST-2/{split}.tsv` | {path.stat().st_size:,} | {len(rows):,} | "
                      f"{zeros} | {ones} | {flipped[split]} |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + describe_tasks(out, samples)) + "\n"
+
+
+def describe_tasks(out: Path, samples: list[SampleFile]) -> list[str]:
+    lines = [
+        "",
+        "## CoLA, RTE, MRPC, STS-B and Story Cloze",
+        "",
+        "Samples of CoLA, RTE, MRPC, STS-B and Story Cloze, each in its release's own format",
+        "(columns, header or none, byte-order mark, quoting, test files without labels) at the",
+        "paths of the task registry (`tasks` in `params.yaml`), so that a task of every family",
+        "can be fine-tuned offline. The sentences tell of the people, things and places of the",
+        "books; each label follows from a rule a model can learn, without label noise:",
+        "",
+        "| task | family | rule |",
+        "|---|---|---|",
+        *(f"| {title} | {family} | {rule} |" for title, family, _, rule in TASK_SAMPLES),
+        "",
+        "Story Cloze has no training file: the registry holds 374 stories of the validation file",
+        "out for dev (the split of OpenAI's code), so the sample's validation file has "
+        f"{STORY_CLOZE_FILES[0][1]}.",
+        "",
+        "| file | bytes | rows | labels |",
+        "|---|---:|---:|---|",
+    ]
+    for sample in samples:
+        size = (out / sample.path).stat().st_size
+        lines.append(f"| `{sample.path}` | {size:,} | {sample.rows:,} | {sample.labels} |")
+    return lines
 
 
 def write(path: Path, text: str) -> None:
@@ -1079,7 +1517,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     for name, text in sst2_files(splits).items():
         write(out / "glue" / "SST-2" / name, text)
     flipped = {split: sum(row.flipped for row in rows) for split, rows in splits.items()}
-    write(out / "README.md", describe(out, args.seed, flipped))
+    samples = [sample for *_, make, _ in TASK_SAMPLES for sample in make(args.seed)]
+    for sample in samples:
+        write(out / sample.path, sample.text)
+    write(out / "README.md", describe(out, args.seed, flipped, samples))
     print(f"wrote the sample data to {out}")
 
 

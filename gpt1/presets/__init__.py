@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from importlib import resources
 from pathlib import Path
 
@@ -24,9 +25,14 @@ def load_preset(name: str) -> dict:
     return yaml.safe_load(resources.files(__name__).joinpath(f"{name}.yaml").read_text())
 
 
+# Mappings whose keys are the user's to choose (a new task, a task's override); elsewhere a key
+# that params.yaml lacks is a typo.
+_OPEN_MAPPINGS = re.compile(r"tasks\.|tasks\.[^.]+\.(overrides|paper|files)\.")
+
+
 def _overlay(target: dict, overlay: dict, where: str) -> None:
     for key, value in overlay.items():
-        if key not in target:
+        if key not in target and not _OPEN_MAPPINGS.fullmatch(where):
             raise ParamsError(f"params key {where}{key} does not exist")
         if isinstance(value, dict):
             _overlay(target[key], value, f"{where}{key}.")
@@ -43,6 +49,7 @@ def update_params(params_path: Path, overlay: dict) -> None:
     the result is validated before anything is written."""
     yaml_rt = YAML()
     yaml_rt.preserve_quotes = True
+    yaml_rt.width = 4096  # never re-flow a long line of params.yaml
     yaml_rt.representer.add_representer(
         type(None), lambda r, _: r.represent_scalar("tag:yaml.org,2002:null", "null"))
     if not params_path.is_file():
