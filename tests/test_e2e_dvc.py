@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -41,7 +43,13 @@ def test_dvc_repro_end_to_end(tiny_repo: Path) -> None:
     assert f"| [SST-2](plots/sst2.png) | accuracy | {median:.1f} |" in report
     assert sst2["eval_examples"] == {"dev": 100} and sst2["train_examples"] == 300
     assert (tiny_repo / "reports" / "plots" / "sst2.png").is_file()
-    assert "| RACE | | | not run: not in finetune.tasks |" in report
+    # `finetune.tasks: all` runs one task of each family from the real data, and lists the
+    # tasks whose data is absent with the path it expected
+    for task in ("cola", "rte", "mrpc", "stsb", "story_cloze"):
+        metrics = json.loads((tiny_repo / "metrics" / "finetune" / f"{task}.json").read_text())
+        assert metrics["run"] and metrics["train_examples"] == 300, task
+    assert "| QNLI | | | not run: data not found at " in report
+    assert "glue/QNLI/train.tsv |" in report  # the one QNLI file ../shared/data lacks
     manifest = json.loads((tiny_repo / "data" / "shards" / "manifest.json").read_text())
     assert manifest["dtype"] == "uint16" and manifest["splits"]["val"]["tokens"] > 0
 
@@ -60,14 +68,11 @@ def test_dvc_repro_end_to_end(tiny_repo: Path) -> None:
     assert ran_stages(second.stdout) == []
     assert "up to date" in dvc("status", cwd=tiny_repo).stdout
 
-    # A shared fine-tuning knob re-runs the fine-tunes and the report only; one task's
-    # override re-runs that task (ingest reads the registry too, but its outputs are unchanged).
-    edit_params(tiny_repo, **{"finetune.train.lr": 0.002})
-    third = dvc("repro", cwd=tiny_repo)
-    assert ran_stages(third.stdout) == [*[f"finetune@{t}" for t in tasks], "report"]
+    # One task's override re-runs that task and the report (ingest reads the registry too,
+    # but its outputs are unchanged, so nothing else follows).
     edit_params(tiny_repo, **{"tasks.sst2.overrides": {"epochs": 2}})
-    fourth = dvc("repro", cwd=tiny_repo)
-    assert ran_stages(fourth.stdout) == ["ingest", "finetune@sst2", "report"]
+    third = dvc("repro", cwd=tiny_repo)
+    assert ran_stages(third.stdout) == ["ingest", "finetune@sst2", "report"]
 
     # One task, forced, alone.
     forced = dvc("repro", "-s", "-f", "finetune@sst2", cwd=tiny_repo)
@@ -80,3 +85,11 @@ def test_dvc_repro_end_to_end(tiny_repo: Path) -> None:
     again = dvc("repro", "-s", "-f", "pretrain", cwd=tiny_repo)
     assert "resumed from the checkpoint of step 20" in again.stderr
     assert sha256_file(weights) == before
+
+    # A task asked for by name whose data is absent stops the pipeline, naming the file.
+    edit_params(tiny_repo, **{"finetune.tasks": ["sst2", "qnli"]})
+    failed = subprocess.run([sys.executable, "-m", "dvc", "repro", "ingest"], cwd=tiny_repo,
+                            capture_output=True, text=True)
+    assert failed.returncode != 0
+    assert "task qnli (in finetune.tasks): data not found at " in failed.stderr
+    assert "glue/QNLI/train.tsv; see tasks.qnli.files" in failed.stderr
