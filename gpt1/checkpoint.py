@@ -102,7 +102,8 @@ class StopSignals:
     def __enter__(self) -> StopSignals:
         try:
             for signum in self.SIGNALS:
-                self._previous[signum] = signal.signal(signum, self._handle)
+                if signal.getsignal(signum) is not signal.SIG_IGN:  # e.g. SIGINT under nohup
+                    self._previous[signum] = signal.signal(signum, self._handle)
         except ValueError:  # not the main thread: signals cannot be caught here
             self._restore()
         return self

@@ -101,14 +101,28 @@ def test_keep_must_be_positive(tmp_path: Path) -> None:
 
 
 def test_first_signal_is_recorded_and_handlers_restored() -> None:
-    before = signal.getsignal(signal.SIGTERM)
-    with StopSignals() as stop:
-        assert stop.requested is None
-        os.kill(os.getpid(), signal.SIGTERM)
-        assert stop.requested == signal.SIGTERM
-        assert signal.getsignal(signal.SIGTERM) == before  # a second SIGTERM acts as usual
-    assert signal.getsignal(signal.SIGTERM) == before
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    before = {signum: signal.getsignal(signum) for signum in StopSignals.SIGNALS}
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    try:
+        with StopSignals() as stop:
+            assert stop.requested is None
+            os.kill(os.getpid(), signal.SIGTERM)
+            assert stop.requested == signal.SIGTERM
+            assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL  # a second one kills
+        assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+        assert signal.getsignal(signal.SIGINT) == before[signal.SIGINT]
+    finally:
+        signal.signal(signal.SIGTERM, before[signal.SIGTERM])
+
+
+def test_an_ignored_signal_stays_ignored() -> None:
+    """A run started with nohup (or in the background of a script) ignores SIGINT: keep it so."""
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with StopSignals():
+            assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, before)
 
 
 def test_stop_requested_names_signal_step_and_file() -> None:
