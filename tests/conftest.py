@@ -39,19 +39,19 @@ def shared_data() -> Path:
 
 
 def run(cmd: list[str], cwd: Path, env: dict[str, str] | None = None,
-        timeout: float = 600) -> subprocess.CompletedProcess:
-    """Run a command, failing the test with its output if it exits non-zero."""
+        timeout: float = 600, check: bool = True) -> subprocess.CompletedProcess:
+    """Run a command; with `check`, fail the test with its output if it exits non-zero."""
     # dvc.yaml's commands run `python`: make it this interpreter, activated or not
     path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
     proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout,
                           env={**os.environ, "PATH": path, **(env or {})})
-    if proc.returncode:
+    if check and proc.returncode:
         pytest.fail(f"{' '.join(cmd)} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
     return proc
 
 
-def dvc(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return run([sys.executable, "-m", "dvc", *args], cwd)
+def dvc(*args: str, cwd: Path, check: bool = True) -> subprocess.CompletedProcess:
+    return run([sys.executable, "-m", "dvc", *args], cwd, check=check)
 
 
 def edit_params(repo: Path, **changes: object) -> None:

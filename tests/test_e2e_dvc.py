@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -27,6 +25,10 @@ def declared_outputs(repo: Path) -> list[Path]:
         return [Path(out.fs_path) for stage in dvc_repo.index.stages for out in stage.outs]
 
 
+def metrics_of(repo: Path, task: str) -> dict:
+    return json.loads((repo / "metrics" / "finetune" / f"{task}.json").read_text())
+
+
 def test_dvc_repro_end_to_end(tiny_repo: Path) -> None:
     first = dvc("repro", cwd=tiny_repo)
     tasks = list(load_params(tiny_repo / "params.yaml").tasks)
@@ -38,7 +40,7 @@ def test_dvc_repro_end_to_end(tiny_repo: Path) -> None:
         assert path.exists(), f"declared output {path} missing"
 
     report = (tiny_repo / "reports" / "summary.md").read_text()
-    sst2 = json.loads((tiny_repo / "metrics" / "finetune" / "sst2.json").read_text())
+    sst2 = metrics_of(tiny_repo, "sst2")
     median = sst2["dev"]["dev"]["accuracy"]["median"]
     assert f"| [SST-2](plots/sst2.png) | accuracy | {median:.1f} |" in report
     assert sst2["eval_examples"] == {"dev": 100} and sst2["train_examples"] == 300
@@ -46,7 +48,7 @@ def test_dvc_repro_end_to_end(tiny_repo: Path) -> None:
     # `finetune.tasks: all` runs one task of each family from the real data, and lists the
     # tasks whose data is absent with the path it expected
     for task in ("cola", "rte", "mrpc", "stsb", "story_cloze"):
-        metrics = json.loads((tiny_repo / "metrics" / "finetune" / f"{task}.json").read_text())
+        metrics = metrics_of(tiny_repo, task)
         assert metrics["run"] and metrics["train_examples"] == 300, task
     assert "| QNLI | | | not run: data not found at " in report
     assert "glue/QNLI/train.tsv |" in report  # the one QNLI file ../shared/data lacks
@@ -73,6 +75,14 @@ def test_dvc_repro_end_to_end(tiny_repo: Path) -> None:
     edit_params(tiny_repo, **{"tasks.sst2.overrides": {"epochs": 2}})
     third = dvc("repro", cwd=tiny_repo)
     assert ran_stages(third.stdout) == ["ingest", "finetune@sst2", "report"]
+    assert [len(run["epochs"]) for run in metrics_of(tiny_repo, "sst2")["runs"]] == [2]
+
+    # `dvc repro finetune@<task>` brings one task of each other family up to date, alone.
+    for task in ("rte", "stsb", "story_cloze"):
+        edit_params(tiny_repo, **{f"tasks.{task}.overrides": {"epochs": 2}})
+        single = dvc("repro", f"finetune@{task}", cwd=tiny_repo)
+        assert ran_stages(single.stdout) == ["ingest", f"finetune@{task}"], task
+        assert [len(run["epochs"]) for run in metrics_of(tiny_repo, task)["runs"]] == [2], task
 
     # One task, forced, alone.
     forced = dvc("repro", "-s", "-f", "finetune@sst2", cwd=tiny_repo)
@@ -88,8 +98,7 @@ def test_dvc_repro_end_to_end(tiny_repo: Path) -> None:
 
     # A task asked for by name whose data is absent stops the pipeline, naming the file.
     edit_params(tiny_repo, **{"finetune.tasks": ["sst2", "qnli"]})
-    failed = subprocess.run([sys.executable, "-m", "dvc", "repro", "ingest"], cwd=tiny_repo,
-                            capture_output=True, text=True)
+    failed = dvc("repro", "ingest", cwd=tiny_repo, check=False)
     assert failed.returncode != 0
     assert "task qnli (in finetune.tasks): data not found at " in failed.stderr
     assert "glue/QNLI/train.tsv; see tasks.qnli.files" in failed.stderr
