@@ -1,5 +1,5 @@
 # The two commands of the README's quick start, and the pieces they are made of.
-.PHONY: install install-dev pipeline test
+.PHONY: install install-dev pipeline serve test
 
 VENV ?= .venv
 export VENV
@@ -17,6 +17,10 @@ install-dev:
 pipeline: install
 	$(BIN)/dvc repro
 	@echo "report: $(CURDIR)/reports/summary.md"
+
+# Serve the Prefect deployments full-pipeline/default and finetune/default (see README).
+serve: install
+	$(BIN)/python -m flows.serve
 
 # Install with the dev tools, lint, then the whole test suite.
 test: install-dev

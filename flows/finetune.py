@@ -8,21 +8,17 @@ from pathlib import Path
 from prefect import flow
 
 from flows.dag import rerun_order
-from flows.publish import publish_report
-from flows.stages import run_stage
+from flows.pipeline import run_stages
 
 
 @flow(name="finetune", log_prints=True)
-def finetune(task: str, repo_root: str = ".", force: bool = False) -> list[str]:
+def finetune(task: str, repo_root: str = ".", force: bool = False) -> dict[str, bool]:
     """Bring `finetune@<task>` up to date (`force`: re-run it even if unchanged), then the
-    report; upstream stages run only if something they depend on changed."""
+    report; upstream stages run only if something they depend on changed. Returns stage ->
+    whether it ran."""
     root = Path(repo_root).resolve()
     target = f"finetune@{task}"
-    stages = rerun_order(root, target)
-    for stage in stages:
-        run_stage(stage, root, force and stage == target)
-    publish_report(root)
-    return stages
+    return run_stages(root, rerun_order(root, target), {target} if force else set())
 
 
 if __name__ == "__main__":

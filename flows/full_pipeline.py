@@ -7,19 +7,16 @@ from pathlib import Path
 from prefect import flow
 
 from flows.dag import run_order
-from flows.publish import publish_report
-from flows.stages import run_stage
+from flows.pipeline import run_stages
 
 
 @flow(name="full-pipeline", log_prints=True)
-def full_pipeline(repo_root: str = ".", force: bool = False) -> list[str]:
-    """Run the whole DAG like `dvc repro` (`force`: re-run every stage, like `dvc repro -f`)."""
+def full_pipeline(repo_root: str = ".", force: bool = False) -> dict[str, bool]:
+    """Run the whole DAG like `dvc repro` (`force`: re-run every stage, like `dvc repro -f`).
+    Returns stage -> whether it ran (False: DVC found it up to date)."""
     root = Path(repo_root).resolve()
     stages = run_order(root)
-    for stage in stages:
-        run_stage(stage, root, force)
-    publish_report(root)
-    return stages
+    return run_stages(root, stages, set(stages) if force else set())
 
 
 if __name__ == "__main__":

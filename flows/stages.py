@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import subprocess
 import sys
+import threading
+from collections.abc import Callable
 from pathlib import Path
 
-from prefect import task
+import psutil
+from prefect import Task, task
 from prefect.logging import get_run_logger
 
+from gpt1.config import FlowsParams
+
 EXPECTED_FAILURE = 2  # a stage's exit code for bad input or params: retrying cannot help
+STOP_GRACE_SECONDS = 60  # after an interrupt, how long a stage gets to save its work (checkpoints)
 
 
 class StageFailed(RuntimeError):
@@ -28,19 +36,73 @@ def _transient(task, task_run, state) -> bool:  # Prefect's retry_condition_fn s
     return False
 
 
-@task(task_run_name="{stage}", retries=1, retry_delay_seconds=5, retry_condition_fn=_transient)
-def run_stage(stage: str, repo_root: Path, force: bool = False) -> str:
-    """`dvc repro --single-item <stage>`: skipped when nothing it depends on changed, and
-    recorded in dvc.lock and the DVC cache when it runs. Its output goes to the Prefect log."""
-    logger = get_run_logger()
-    cmd = [sys.executable, "-m", "dvc", "repro", "--single-item", stage, *(["--force"] if force
-                                                                            else [])]
-    logger.info("$ %s", " ".join(cmd[2:]))
-    with subprocess.Popen(cmd, cwd=repo_root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          text=True, bufsize=1) as proc:
+def _kill(processes: list[psutil.Process]) -> None:
+    for process in processes:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            process.kill()
+
+
+def _stop(proc: subprocess.Popen, log_line: Callable[[str], None], interrupt: bool) -> None:
+    """Interrupt dvc and every process beneath it as Ctrl-C in a terminal does (the stage's
+    command stops, pretraining after saving a checkpoint, and dvc releases its locks) unless
+    they were `interrupt`ed already, logging what they print meanwhile; SIGKILL those still
+    running after the grace period."""
+    try:
+        tree = [psutil.Process(proc.pid), *psutil.Process(proc.pid).children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return
+    if interrupt:
+        for process in tree:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                process.send_signal(signal.SIGINT)
+    deadline = threading.Timer(STOP_GRACE_SECONDS, _kill, [tree])
+    deadline.start()
+    try:
         assert proc.stdout is not None
         for line in proc.stdout:
-            logger.info(line.rstrip())
+            log_line(line)
+        proc.wait()
+    finally:
+        deadline.cancel()
+
+
+@task(task_run_name="{stage}", retry_condition_fn=_transient)
+def run_stage(stage: str, repo_root: Path, force: bool = False) -> bool:
+    """`dvc repro --single-item <stage>`: skipped when nothing it depends on changed, and
+    recorded in dvc.lock and the DVC cache when it runs. Its output goes to the Prefect log.
+    Returns whether the stage ran. If the flow run is cancelled, the stage is stopped too."""
+    logger = get_run_logger()
+    cmd = [sys.executable, "-m", "dvc", "repro", "--single-item", stage,
+           *(["--force"] if force else [])]
+    logger.info("$ %s", " ".join(cmd[2:]))
+    proc = subprocess.Popen(cmd, cwd=repo_root, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, bufsize=1)
+    ran = False
+
+    def log_line(line: str) -> None:
+        logger.info(line.rstrip())
+
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            ran = ran or line.startswith("Running stage")
+            log_line(line)
+        proc.wait()
+    except KeyboardInterrupt:  # Ctrl-C: the terminal interrupted the stage's processes too
+        _stop(proc, log_line, interrupt=False)
+        raise
+    except BaseException:  # cancellation (Prefect's TerminationSignal), anything else
+        _stop(proc, log_line, interrupt=True)
+        raise
+    finally:
+        if proc.stdout is not None:
+            proc.stdout.close()
     if proc.returncode:
         raise StageFailed(stage, proc.returncode)
-    return stage
+    return ran
+
+
+def stage_runner(flows: FlowsParams) -> Task:
+    """`run_stage` with the retries of params.yaml's `flows`."""
+    return run_stage.with_options(retries=flows.retries,
+                                  retry_delay_seconds=flows.retry_delay_seconds)

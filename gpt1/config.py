@@ -186,6 +186,23 @@ class FinetuneParams(Section):
         return FinetuneTrainParams(**{**self.train.model_dump(), **task.overrides, "seed": seed})
 
 
+class ServerParams(Section):
+    """Where `python -m flows.serve` starts a Prefect server when PREFECT_API_URL is not set."""
+
+    host: str = Field(min_length=1)
+    port: int = Field(ge=1, le=65_535)
+
+
+class FlowsParams(Section):
+    """The Prefect flows: how stages are retried, how runs on one checkout queue, where they
+    are served. No stage reads these, so changing them re-runs nothing."""
+
+    retries: int = Field(ge=0)
+    retry_delay_seconds: float = Field(ge=0)
+    lock_timeout_seconds: float = Field(ge=0)
+    server: ServerParams
+
+
 class Params(Section):
     ingest: IngestParams
     clean: CleanParams
@@ -195,6 +212,7 @@ class Params(Section):
     pretrain: PretrainParams
     finetune: FinetuneParams
     tasks: dict[str, TaskParams] = Field(min_length=1)
+    flows: FlowsParams
 
     @model_validator(mode="after")
     def _tasks_known_and_overrides_valid(self) -> Params:

@@ -97,3 +97,27 @@ def render_summary(pretrain: Result, tasks: dict[str, TaskParams], results: dict
         "",
     ]
     return "\n".join(lines)
+
+
+def metric_rows(tasks: dict[str, TaskParams], results: dict[str, Result]) -> list[dict[str, Any]]:
+    """The report's task figures as table rows, one per task, dev split and metric (one per
+    task that did not run, saying why): for a table artifact or a dataframe."""
+    rows: list[dict[str, Any]] = []
+    for name, task in tasks.items():
+        result = results.get(name)
+        if result is None:
+            continue
+        if not result["run"]:
+            rows.append({"task": name, "split": None, "metric": None, "median": None,
+                         "min": None, "max": None, "seeds": 0, "paper": None,
+                         "note": f"not run: {result['reason']}"})
+            continue
+        for split in task.eval_splits:
+            for metric in task.metrics:
+                summary = result["dev"][split][metric]
+                paper = task.paper.get(split) if metric == task.metrics[0] else None
+                rows.append({"task": name, "split": split, "metric": metric,
+                             "median": summary["median"], "min": summary["min"],
+                             "max": summary["max"], "seeds": len(result["seeds"]),
+                             "paper": paper, "note": ""})
+    return rows

@@ -39,10 +39,16 @@ def write_plots(params: Params, results: dict[str, Result], out: Path) -> dict[s
     return links
 
 
-def run(params: Params) -> None:
-    pretrain = _read(PRETRAIN_METRICS, "pretrain")
-    results = {name: _read(FINETUNE_METRICS / f"{name}.json", f"finetune@{name}")
+def read_results(params: Params, root: Path = Path()) -> tuple[Result, dict[str, Result]]:
+    """The pretraining metrics and every registry task's fine-tuning metrics under `root`."""
+    pretrain = _read(root / PRETRAIN_METRICS, "pretrain")
+    results = {name: _read(root / FINETUNE_METRICS / f"{name}.json", f"finetune@{name}")
                for name in params.tasks}
+    return pretrain, results
+
+
+def run(params: Params) -> None:
+    pretrain, results = read_results(params)
     with atomic_dir(REPORT_PLOTS) as tmp:
         links = write_plots(params, results, tmp)
     write_text(REPORT, render_summary(pretrain, params.tasks, results, links))

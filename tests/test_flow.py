@@ -3,14 +3,19 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
 import sys
+import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from flows.dag import rerun_order, run_order
 from gpt1.config import load_params
-from tests.conftest import REPO, dvc, run
+from tests.conftest import REPO, dvc, edit_params, run
 
 pytestmark = pytest.mark.e2e
 
@@ -25,15 +30,88 @@ def test_stage_order_comes_from_dvc_yaml() -> None:
         rerun_order(REPO, "finetune@nope")
 
 
-def test_full_pipeline_flow_leaves_dvc_clean(tiny_repo: Path, tmp_path: Path) -> None:
-    env = {"PREFECT_HOME": str(tmp_path / "prefect"), "PREFECT_API_URL": ""}
-    proc = run([sys.executable, "-m", "flows.full_pipeline"], tiny_repo, env=env)
+def wait_for(condition, what: str, timeout: float = 300) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"no {what} after {timeout} s")
+        time.sleep(0.1)
+
+
+def group_gone(pgid: int) -> bool:
+    """No process of process group `pgid` is left, zombies included."""
+    return all(_pgid(p.pid) != pgid for p in psutil.process_iter())
+
+
+def _pgid(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except ProcessLookupError:
+        return None
+
+
+def newest_checkpoint(repo: Path) -> int:
+    steps = [int(p.stem.removeprefix("step-"))
+             for p in (repo / "artifacts" / "checkpoints" / "pretrain").glob("step-*.pt")]
+    return max(steps, default=0)
+
+
+def start_flow(repo: Path, env: dict[str, str], log: Path) -> subprocess.Popen:
+    with open(log, "w") as out:
+        return subprocess.Popen([sys.executable, "-m", "flows.full_pipeline"], cwd=repo, env=env,
+                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def assert_truthful_status(repo: Path) -> None:
+    """`dvc status` answers (no stale lock blocks it): pretraining is not done, the stages
+    before it are."""
+    status = dvc("status", cwd=repo).stdout
+    assert "pretrain:" in status
+    for done in ("ingest", "clean", "bpe", "tokenize"):
+        assert f"{done}:" not in status, status
+
+
+def test_cancelled_and_crashed_runs_recover(tiny_repo: Path, tmp_path: Path) -> None:
+    """A run cancelled during pretraining (SIGTERM to the flow run, as Prefect cancels) and one
+    killed outright (SIGKILL to all its processes: no cleanup) both leave `dvc status` truthful;
+    the next run skips the finished stages, resumes pretraining from its checkpoint, and leaves
+    DVC exactly as `dvc repro` would."""
+    edit_params(tiny_repo, **{"pretrain.max_steps": 300, "pretrain.checkpoint_every": 25})
+    prefect = {"PREFECT_HOME": str(tmp_path / "prefect"), "PREFECT_API_URL": ""}
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+           **prefect}
+
+    cancelled = start_flow(tiny_repo, env, tmp_path / "cancelled.log")
+    try:
+        wait_for(lambda: newest_checkpoint(tiny_repo) > 0, "pretraining checkpoint")
+        cancelled.send_signal(signal.SIGTERM)
+        cancelled.wait(timeout=120)
+    finally:
+        os.killpg(cancelled.pid, signal.SIGKILL)
+    log = (tmp_path / "cancelled.log").read_text()
+    assert "pretraining stopped: SIGINT at step" in log, log  # it saved a checkpoint first
+    assert_truthful_status(tiny_repo)
+    saved = newest_checkpoint(tiny_repo)
+
+    crashed = start_flow(tiny_repo, env, tmp_path / "crashed.log")
+    try:
+        wait_for(lambda: newest_checkpoint(tiny_repo) > saved, "newer checkpoint")
+    finally:
+        os.killpg(crashed.pid, signal.SIGKILL)
+        crashed.wait()
+    wait_for(lambda: group_gone(crashed.pid), "end of the killed processes", timeout=30)
+    assert_truthful_status(tiny_repo)
+
+    proc = run([sys.executable, "-m", "flows.full_pipeline"], tiny_repo, env=prefect)
     log = proc.stdout + proc.stderr
+    for done in ("ingest", "clean", "bpe", "tokenize"):
+        assert f"Stage '{done}' didn't change, skipping" in log
+        assert f"Running stage '{done}'" not in log
+    assert "resumed from the checkpoint of step" in log
     for stage in run_order(tiny_repo):
         assert f"Task run '{stage}' - Finished in state Completed()" in log
     assert "Flow run" in log and "Finished in state Completed()" in log
     assert (tiny_repo / "reports" / "summary.md").is_file()
-    assert (tiny_repo / "dvc.lock").is_file()
     assert "Data and pipelines are up to date." in dvc("status", cwd=tiny_repo).stdout
     # and `dvc repro` agrees that there is nothing left to do
     assert "Running stage" not in dvc("repro", cwd=tiny_repo).stdout

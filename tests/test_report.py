@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from gpt1.config import load_params
-from gpt1.report import glue_average, render_summary
+from gpt1.report import glue_average, metric_rows, render_summary
 
 TASKS = load_params(Path(__file__).resolve().parents[1] / "params.yaml").tasks
 PRETRAIN = {"steps": 400, "tokens": 1_638_400, "parameters": 5_432_100, "train_loss": 4.56789,
@@ -91,3 +91,15 @@ def test_markdown_tables_are_well_formed() -> None:
         while k < len(lines) and lines[k].startswith("|"):
             assert lines[k].count("|") == width, lines[k]
             k += 1
+
+
+def test_metric_rows_one_per_task_split_and_metric() -> None:
+    rows = metric_rows(TASKS, {"sst2": SST2, "mrpc": MRPC, "mnli": MNLI, "rte": RTE})
+    assert [(r["task"], r["split"], r["metric"]) for r in rows] == [
+        ("sst2", "dev", "accuracy"), ("mnli", "dev", "accuracy"),
+        ("mnli", "dev_mismatched", "accuracy"), ("rte", None, None),
+        ("mrpc", "dev", "f1"), ("mrpc", "dev", "accuracy")]
+    assert rows[0] == {"task": "sst2", "split": "dev", "metric": "accuracy", "median": 78.44,
+                       "min": 77.0, "max": 80.15, "seeds": 3, "paper": 91.3, "note": ""}
+    assert rows[2]["paper"] == 81.4 and rows[5]["paper"] is None  # the paper's figure is F1
+    assert rows[3]["note"] == "not run: data not found at /data/glue/RTE/train.tsv"

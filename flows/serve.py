@@ -1,0 +1,136 @@
+"""`python -m flows.serve` (or `make serve`): serve the deployments `full-pipeline/default` and
+`finetune/default` from this checkout until stopped (Ctrl-C or SIGTERM).
+
+With PREFECT_API_URL in the environment they are registered with that server. Without it, a
+Prefect server is started on `flows.server.host:port` of params.yaml, with its SQLite database
+under `.prefect/` in the checkout, and stopped again on exit. Trigger runs from another shell:
+
+    export PREFECT_API_URL=http://127.0.0.1:4200/api
+    prefect deployment run full-pipeline/default --watch
+    prefect deployment run finetune/default -p task=sst2 --watch
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from gpt1.config import ServerParams, load_params
+
+PREFECT_HOME = Path(".prefect")
+SERVER_LOG = "server.log"
+SERVER_PID = "server.pid"
+START_TIMEOUT_SECONDS = 120
+
+
+class ServerError(RuntimeError):
+    """The local Prefect server could not be started."""
+
+
+def _port_in_use(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.settimeout(1)
+        return sock.connect_ex((host, port)) == 0
+
+
+def _healthy(api_url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{api_url}/health", timeout=2) as response:
+            return response.status == 200
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def start_server(home: Path, server: ServerParams) -> tuple[subprocess.Popen, str]:
+    """A Prefect server on `server.host:port` with PREFECT_HOME `home`, running and healthy;
+    returns the process and its API URL. Its log is `home/server.log`, its PID `home/server.pid`."""
+    api_url = f"http://{server.host}:{server.port}/api"
+    if _port_in_use(server.host, server.port):
+        raise ServerError(f"{server.host}:{server.port} is already in use: set flows.server.port "
+                          "in params.yaml, or PREFECT_API_URL to use a server that runs there")
+    home.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "PREFECT_HOME": str(home.resolve()),
+           "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
+    env.pop("PREFECT_API_URL", None)
+    with open(home / SERVER_LOG, "ab") as log:
+        # its own process group: stopping it stops the workers it starts too
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "prefect", "server", "start", "--host", server.host,
+             "--port", str(server.port)],
+            env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    (home / SERVER_PID).write_text(f"{proc.pid}\n")
+    deadline = time.monotonic() + START_TIMEOUT_SECONDS
+    while not _healthy(api_url):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            stop_server(proc)
+            tail = (home / SERVER_LOG).read_text(errors="replace").splitlines()[-20:]
+            raise ServerError(f"the Prefect server did not start (log {home / SERVER_LOG}):\n"
+                              + "\n".join(tail))
+        time.sleep(0.5)
+    return proc, api_url
+
+
+def stop_server(proc: subprocess.Popen, grace: float = 30) -> None:
+    """SIGTERM to the server's process group, SIGKILL after `grace` seconds."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            break
+        try:
+            proc.wait(timeout=grace)
+            break
+        except subprocess.TimeoutExpired:
+            continue
+    proc.wait()
+
+
+def serve_deployments(repo_root: Path) -> None:
+    """Register both deployments and execute their runs here until interrupted."""
+    # imported only now: Prefect reads PREFECT_API_URL and PREFECT_HOME when it is imported
+    from prefect import serve
+
+    from flows.finetune import finetune
+    from flows.full_pipeline import full_pipeline
+
+    root = {"repo_root": str(repo_root)}
+    serve(full_pipeline.to_deployment(name="default", parameters=root),
+          finetune.to_deployment(name="default", parameters=root))
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def main() -> None:
+    signal.signal(signal.SIGTERM, _interrupt)  # SIGTERM stops serving as Ctrl-C does
+    repo_root = Path.cwd()
+    params = load_params(repo_root / "params.yaml")
+    os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
+    if os.environ.get("PREFECT_API_URL"):
+        print(f"serving on the Prefect server at {os.environ['PREFECT_API_URL']}", flush=True)
+        serve_deployments(repo_root)
+        return
+    home = repo_root / PREFECT_HOME
+    try:
+        server, api_url = start_server(home, params.flows.server)
+    except ServerError as err:
+        sys.exit(f"error: {err}")
+    os.environ.update(PREFECT_API_URL=api_url, PREFECT_HOME=str(home))
+    print(f"Prefect server at {api_url} (UI: {api_url.removesuffix('/api')}, data: {home}); "
+          f"in another shell: export PREFECT_API_URL={api_url}", flush=True)
+    try:
+        serve_deployments(repo_root)
+    finally:
+        stop_server(server)
+
+
+if __name__ == "__main__":
+    main()

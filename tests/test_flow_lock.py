@@ -1,0 +1,66 @@
+"""flows.lock: flow runs on one checkout take turns, and a dead holder never blocks the next."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from flows.lock import LOCK_FILE, PipelineBusy, pipeline_lock
+
+HOLD = """
+import sys, time
+from pathlib import Path
+from flows.lock import pipeline_lock
+with pipeline_lock(Path(sys.argv[1]), 0, "flow run full-pipeline/holder"):
+    print("locked", flush=True)
+    time.sleep(float(sys.argv[2]))
+"""
+
+
+def hold(root: Path, seconds: float) -> subprocess.Popen:
+    """Another process holding the lock of `root` for `seconds`, once it has printed."""
+    proc = subprocess.Popen([sys.executable, "-c", HOLD, str(root), str(seconds)],
+                            stdout=subprocess.PIPE, text=True,
+                            cwd=Path(__file__).resolve().parents[1])
+    assert proc.stdout is not None and proc.stdout.readline() == "locked\n"
+    return proc
+
+
+def test_second_run_waits_for_the_first(tmp_path: Path) -> None:
+    holder = hold(tmp_path, 1.5)
+    told: list[str] = []
+    started = time.monotonic()
+    with pipeline_lock(tmp_path, 60, "flow run finetune/second", told.append, poll=0.1):
+        waited = time.monotonic() - started
+        assert "finetune/second" in (tmp_path / LOCK_FILE).read_text()
+    assert waited > 1.0  # the holder kept it for 1.5 s after saying so
+    assert holder.wait(timeout=30) == 0
+    assert len(told) == 1 and "flow run full-pipeline/holder (pid " in told[0]
+    assert (tmp_path / LOCK_FILE).read_text() == ""  # released, holder forgotten
+
+
+def test_busy_checkout_fails_with_the_holder_named(tmp_path: Path) -> None:
+    holder = hold(tmp_path, 30)
+    try:
+        expected = (rf"flow run full-pipeline/holder \(pid {holder.pid}\) is still running the "
+                    r"pipeline after 0.3 s \(flows.lock_timeout_seconds\)")
+        with (pytest.raises(PipelineBusy, match=expected),
+              pipeline_lock(tmp_path, 0.3, "second", lambda _: None, poll=0.1)):
+            pytest.fail("the lock was taken twice")
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_a_killed_holder_releases_the_lock(tmp_path: Path) -> None:
+    holder = hold(tmp_path, 30)
+    os.kill(holder.pid, signal.SIGKILL)  # a crash: no cleanup runs
+    holder.wait()
+    with pipeline_lock(tmp_path, 0, "next", lambda _: pytest.fail("waited for a dead run")):
+        pass

@@ -1,0 +1,150 @@
+"""`python -m flows.serve` against a real Prefect server: both deployments run from the CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from flows.serve import PREFECT_HOME, SERVER_PID
+from tests.conftest import dvc, edit_params, run
+
+pytestmark = pytest.mark.e2e
+
+BIN = Path(sys.executable).parent
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def stop_tree(pid: int) -> None:
+    """SIGTERM a process, then SIGKILL whatever of it and its children is left."""
+    try:
+        tree = [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return
+    os.kill(pid, signal.SIGTERM)
+    _, alive = psutil.wait_procs(tree, timeout=60)
+    for proc in alive:
+        proc.kill()
+
+
+class Served:
+    """A running `python -m flows.serve` and the Prefect CLI pointed at its server."""
+
+    def __init__(self, repo: Path, port: int, log: Path) -> None:
+        self.repo, self.log = repo, log
+        self.env = {"PREFECT_API_URL": f"http://127.0.0.1:{port}/api",
+                    "PREFECT_HOME": str(repo / PREFECT_HOME),
+                    "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
+
+    def prefect(self, *args: str, check: bool = True,
+                timeout: float = 600) -> subprocess.CompletedProcess:
+        return run([str(BIN / "prefect"), *args], self.repo, env=self.env, check=check,
+                   timeout=timeout)
+
+    def wait_for_deployments(self, proc: subprocess.Popen, timeout: float = 180) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                pytest.fail(f"flows.serve exited {proc.returncode}:\n{self.log.read_text()}")
+            if all(self.prefect("deployment", "inspect", name, check=False,
+                                timeout=60).returncode == 0
+                   for name in ("full-pipeline/default", "finetune/default")):
+                return
+            time.sleep(1)
+        pytest.fail(f"deployments not served in {timeout} s:\n{self.log.read_text()}")
+
+    def artifact(self, key: str) -> dict:
+        """The newest version of artifact `key`, from the server's REST API (3.8's
+        `prefect artifact inspect` sends a filter its own server refuses)."""
+        body = {"artifacts": {"key": {"any_": [key]}}, "sort": "CREATED_DESC", "limit": 1}
+        request = urllib.request.Request(f"{self.env['PREFECT_API_URL']}/artifacts/filter",
+                                         data=json.dumps(body).encode(), method="POST",
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=30) as response:
+            (artifact,) = json.load(response)
+        return artifact
+
+
+@pytest.fixture()
+def served(tiny_repo: Path, tmp_path: Path) -> Iterator[Served]:
+    """flows.serve in the tiny repo, starting its own server on a free port; afterwards every
+    process it started is stopped, by PID."""
+    port = free_port()
+    edit_params(tiny_repo, **{"flows.server.port": port, "flows.retries": 0})
+    log = tmp_path / "serve.log"
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+           "PREFECT_API_URL": "", "PREFECT_RUNNER_POLL_FREQUENCY": "1"}
+    with open(log, "w") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "flows.serve"], cwd=tiny_repo, env=env,
+                                stdout=out, stderr=subprocess.STDOUT)
+    served = Served(tiny_repo, port, log)
+    try:
+        served.wait_for_deployments(proc)
+        yield served
+    finally:
+        pid_file = tiny_repo / PREFECT_HOME / SERVER_PID
+        server_pid = int(pid_file.read_text()) if pid_file.is_file() else None
+        stop_tree(proc.pid)
+        proc.wait()
+        if server_pid is not None:  # serve stops its server; make sure of it
+            assert not psutil.pid_exists(server_pid) or \
+                psutil.Process(server_pid).status() == psutil.STATUS_ZOMBIE, \
+                f"the Prefect server (pid {server_pid}) outlived flows.serve"
+            stop_tree(server_pid)
+
+
+def mtimes(repo: Path) -> dict[str, int]:
+    return {p.relative_to(repo).as_posix(): p.stat().st_mtime_ns
+            for p in [*(repo / "metrics" / "finetune").glob("*.json"),
+                      repo / "reports" / "summary.md"]}
+
+
+def test_deployments_run_from_the_cli(served: Served) -> None:
+    repo = served.repo
+    full = served.prefect("deployment", "run", "full-pipeline/default", "--watch")
+    assert "Flow run finished successfully in 'Completed'" in full.stdout
+    assert (repo / "reports" / "summary.md").is_file()
+    assert "Data and pipelines are up to date." in dvc("status", cwd=repo).stdout
+    report = served.artifact("gpt1-report")
+    assert report["type"] == "markdown"
+    assert report["data"] == (repo / "reports" / "summary.md").read_text()
+    metrics = served.artifact("gpt1-metrics")
+    assert metrics["type"] == "table"
+    rows = json.loads(metrics["data"])
+    sst2 = json.loads((repo / "metrics" / "finetune" / "sst2.json").read_text())
+    assert {"task": "sst2", "split": "dev", "metric": "accuracy",
+            **sst2["dev"]["dev"]["accuracy"]}.items() <= rows[
+        [r["task"] for r in rows].index("sst2")].items()
+    stages = json.loads(served.artifact("gpt1-stages")["data"])
+    assert all(row["ran"] for row in stages) and stages[-1]["stage"] == "report"
+
+    before = mtimes(repo)
+    one = served.prefect("deployment", "run", "finetune/default", "-p", "task=sst2",
+                         "-p", "force=true", "--watch")
+    assert "Flow run finished successfully in 'Completed'" in one.stdout
+    stages = json.loads(served.artifact("gpt1-stages")["data"])
+    assert [row["stage"] for row in stages if row["ran"]] == ["finetune@sst2", "report"]
+    after = mtimes(repo)
+    assert {path for path in before if after[path] != before[path]} == {
+        "metrics/finetune/sst2.json", "reports/summary.md"}
+    assert "Data and pipelines are up to date." in dvc("status", cwd=repo).stdout
+
+    failed = served.prefect("deployment", "run", "finetune/default", "-p", "task=nope",
+                            "--watch", check=False)
+    assert failed.returncode != 0
+    assert "Flow run finished in state 'Failed'" in failed.stdout + failed.stderr
