@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import signal
 import subprocess
 import sys
 import threading
@@ -17,7 +16,7 @@ from prefect.logging import get_run_logger
 from gpt1.config import FlowsParams
 
 EXPECTED_FAILURE = 2  # a stage's exit code for bad input or params: retrying cannot help
-STOP_GRACE_SECONDS = 60  # after an interrupt, how long a stage gets to save its work (checkpoints)
+STOP_GRACE_SECONDS = 60  # after SIGTERM, how long a stage gets to save its work (checkpoints)
 
 
 class StageFailed(RuntimeError):
@@ -42,20 +41,22 @@ def _kill(processes: list[psutil.Process]) -> None:
             process.kill()
 
 
-def _stop(proc: subprocess.Popen, log_line: Callable[[str], None], interrupt: bool) -> None:
-    """Interrupt dvc and every process beneath it as Ctrl-C in a terminal does (the stage's
-    command stops, pretraining after saving a checkpoint, and dvc releases its locks) unless
-    they were `interrupt`ed already, logging what they print meanwhile; SIGKILL those still
-    running after the grace period."""
+def _stop(proc: subprocess.Popen, log_line: Callable[[str], None], signal_it: bool) -> None:
+    """Stop a `dvc repro` process: SIGTERM (if `signal_it`) to the stage's command beneath dvc,
+    which stops it (pretraining after saving a checkpoint) and lets dvc fail the stage and
+    release its locks; or to dvc itself while it has no command running. Logs what they print
+    meanwhile; SIGKILLs those still running after the grace period."""
     try:
-        tree = [psutil.Process(proc.pid), *psutil.Process(proc.pid).children(recursive=True)]
+        dvc = psutil.Process(proc.pid)
+        commands = dvc.children(recursive=True)
     except psutil.NoSuchProcess:
         return
-    if interrupt:
-        for process in tree:
+    if signal_it:
+        # not SIGINT: a job started in the background ignores it, and so do its children
+        for process in commands or [dvc]:
             with contextlib.suppress(psutil.NoSuchProcess):
-                process.send_signal(signal.SIGINT)
-    deadline = threading.Timer(STOP_GRACE_SECONDS, _kill, [tree])
+                process.terminate()
+    deadline = threading.Timer(STOP_GRACE_SECONDS, _kill, [[dvc, *commands]])
     deadline.start()
     try:
         assert proc.stdout is not None
@@ -89,10 +90,10 @@ def run_stage(stage: str, repo_root: Path, force: bool = False) -> bool:
             log_line(line)
         proc.wait()
     except KeyboardInterrupt:  # Ctrl-C: the terminal interrupted the stage's processes too
-        _stop(proc, log_line, interrupt=False)
+        _stop(proc, log_line, signal_it=False)
         raise
     except BaseException:  # cancellation (Prefect's TerminationSignal), anything else
-        _stop(proc, log_line, interrupt=True)
+        _stop(proc, log_line, signal_it=True)
         raise
     finally:
         if proc.stdout is not None:

@@ -89,7 +89,7 @@ def test_cancelled_and_crashed_runs_recover(tiny_repo: Path, tmp_path: Path) -> 
     finally:
         os.killpg(cancelled.pid, signal.SIGKILL)
     log = (tmp_path / "cancelled.log").read_text()
-    assert "pretraining stopped: SIGINT at step" in log, log  # it saved a checkpoint first
+    assert "pretraining stopped: SIGTERM at step" in log, log  # it saved a checkpoint first
     assert_truthful_status(tiny_repo)
     saved = newest_checkpoint(tiny_repo)
 
