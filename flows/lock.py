@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TextIO
 
 LOCK_FILE = Path(".dvc/tmp/gpt1-flow.lock")
 
@@ -23,7 +24,7 @@ class PipelineBusy(RuntimeError):
     """Another flow run held the checkout for longer than the lock timeout."""
 
 
-def _holder(handle) -> str:
+def _holder(handle: TextIO) -> str:
     handle.seek(0)
     text = handle.read().strip()
     try:

@@ -12,6 +12,7 @@ under `.prefect/` in the checkout, and stopped again on exit. Trigger runs from 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -79,16 +80,12 @@ def start_server(home: Path, server: ServerParams) -> tuple[subprocess.Popen, st
 
 def stop_server(proc: subprocess.Popen, grace: float = 30) -> None:
     """SIGTERM to the server's process group, SIGKILL after `grace` seconds."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            break
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
         try:
             proc.wait(timeout=grace)
-            break
         except subprocess.TimeoutExpired:
-            continue
+            os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
 
 
@@ -113,7 +110,6 @@ def main() -> None:
     signal.signal(signal.SIGTERM, _interrupt)  # SIGTERM stops serving as Ctrl-C does
     repo_root = Path.cwd()
     params = load_params(repo_root / "params.yaml")
-    os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
     if os.environ.get("PREFECT_API_URL"):
         print(f"serving on the Prefect server at {os.environ['PREFECT_API_URL']}", flush=True)
         serve_deployments(repo_root)
