@@ -4,3 +4,6 @@ import os
 
 # Before prefect is imported: no usage telemetry from the local server these flows may start.
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+# A temporary server on a new PREFECT_HOME first creates its database, which takes longer than
+# Prefect's default 20 s on a busy 2-core machine; the flow would then fail before any stage.
+os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")

@@ -30,11 +30,17 @@ def test_stage_order_comes_from_dvc_yaml() -> None:
         rerun_order(REPO, "finetune@nope")
 
 
-def wait_for(condition, what: str, timeout: float = 300) -> None:
+def wait_for(condition, what: str, timeout: float = 300,
+             flow: subprocess.Popen | None = None, log: Path | None = None) -> None:
+    """Poll `condition` until it holds; fail after `timeout` s, or at once when `flow` has
+    ended without it (its `log` is shown either way)."""
     deadline = time.monotonic() + timeout
     while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"no {what} after {timeout} s")
+        ended = flow is not None and flow.poll() is not None
+        if ended or time.monotonic() > deadline:
+            why = f"the flow ended with {flow.returncode}" if ended else f"after {timeout} s"
+            shown = log.read_text()[-4000:] if log is not None else ""
+            pytest.fail(f"no {what}: {why}\n{shown}")
         time.sleep(0.1)
 
 
@@ -81,21 +87,25 @@ def test_cancelled_and_crashed_runs_recover(tiny_repo: Path, tmp_path: Path) -> 
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
            **prefect}
 
-    cancelled = start_flow(tiny_repo, env, tmp_path / "cancelled.log")
+    cancelled_log = tmp_path / "cancelled.log"
+    cancelled = start_flow(tiny_repo, env, cancelled_log)
     try:
-        wait_for(lambda: newest_checkpoint(tiny_repo) > 0, "pretraining checkpoint")
+        wait_for(lambda: newest_checkpoint(tiny_repo) > 0, "pretraining checkpoint",
+                 flow=cancelled, log=cancelled_log)
         cancelled.send_signal(signal.SIGTERM)
         cancelled.wait(timeout=120)
     finally:
         os.killpg(cancelled.pid, signal.SIGKILL)
-    log = (tmp_path / "cancelled.log").read_text()
+    log = cancelled_log.read_text()
     assert "pretraining stopped: SIGTERM at step" in log, log  # it saved a checkpoint first
     assert_truthful_status(tiny_repo)
     saved = newest_checkpoint(tiny_repo)
 
-    crashed = start_flow(tiny_repo, env, tmp_path / "crashed.log")
+    crashed_log = tmp_path / "crashed.log"
+    crashed = start_flow(tiny_repo, env, crashed_log)
     try:
-        wait_for(lambda: newest_checkpoint(tiny_repo) > saved, "newer checkpoint")
+        wait_for(lambda: newest_checkpoint(tiny_repo) > saved, "newer checkpoint",
+                 flow=crashed, log=crashed_log)
     finally:
         os.killpg(crashed.pid, signal.SIGKILL)
         crashed.wait()
