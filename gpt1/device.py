@@ -17,10 +17,19 @@ def resolve_device(name: str) -> torch.device:
     return device
 
 
+def cpu_has_native_bf16() -> bool:
+    """Whether this CPU multiplies bf16 matrices in hardware (AMX tiles or AVX512-BF16); on
+    others, oneDNN emulates bf16 and it is slower than fp32."""
+    probes = ("_is_amx_tile_supported", "_is_avx512_bf16_supported")
+    return any(getattr(torch.cpu, probe, lambda: False)() for probe in probes)
+
+
 def resolve_dtype(precision: str, device: torch.device) -> torch.dtype:
-    """`auto` is bf16 on CUDA and fp32 on the CPU."""
+    """`auto` is bf16 autocast where the hardware computes bf16 natively (CUDA; CPUs with AMX
+    or AVX512-BF16), fp32 elsewhere."""
     if precision == "auto":
-        return torch.bfloat16 if device.type == "cuda" else torch.float32
+        native = device.type == "cuda" or (device.type == "cpu" and cpu_has_native_bf16())
+        return torch.bfloat16 if native else torch.float32
     return {"fp32": torch.float32, "bf16": torch.bfloat16}[precision]
 
 
@@ -36,3 +45,11 @@ def configure_backends(device: torch.device) -> None:
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
+
+
+def to_device(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """`tensor` (on the host) copied to `device`; to CUDA from pinned memory without blocking, so
+    the copy overlaps with the GPU work already queued instead of stalling the host."""
+    if device.type == "cuda":
+        return tensor.pin_memory().to(device, non_blocking=True)
+    return tensor.to(device)

@@ -7,6 +7,7 @@ import contextlib
 import pytest
 import torch
 
+import gpt1.device
 from gpt1.device import autocast, resolve_device, resolve_dtype
 
 
@@ -19,9 +20,11 @@ def test_resolve_device() -> None:
             resolve_device("cuda:0")
 
 
-def test_resolve_dtype() -> None:
+def test_resolve_dtype(monkeypatch: pytest.MonkeyPatch) -> None:
     cpu, cuda = torch.device("cpu"), torch.device("cuda")
-    assert resolve_dtype("auto", cpu) == torch.float32
+    for native, expected in ((False, torch.float32), (True, torch.bfloat16)):
+        monkeypatch.setattr(gpt1.device, "cpu_has_native_bf16", lambda native=native: native)
+        assert resolve_dtype("auto", cpu) == expected
     assert resolve_dtype("auto", cuda) == torch.bfloat16
     assert resolve_dtype("fp32", cuda) == torch.float32
     assert resolve_dtype("bf16", cpu) == torch.bfloat16

@@ -35,6 +35,7 @@ def test_weight_decay_only_on_matrices(model: GPT1) -> None:
             "h.0.attn.c_attn.weight"} <= names_decayed
     assert {"h.0.ln_1.weight", "h.0.ln_1.bias", "h.0.attn.c_attn.bias"} <= names_plain
     assert opt.defaults["lr"] == 1e-3
+    assert opt.defaults["fused"]  # one kernel for the whole update, on the CPU as on CUDA
 
 
 def test_decay_step_shrinks_matrices_only(model: GPT1) -> None:

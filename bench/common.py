@@ -1,0 +1,101 @@
+"""What every benchmark shares: alternating repetitions, medians, the printed table, the JSON."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from gpt1.atomic import atomic_file
+
+RESULTS = Path(__file__).parent / "results"
+DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+def parser(description: str) -> argparse.ArgumentParser:
+    """The options every benchmark takes; a benchmark adds its own."""
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--repeats", type=int, default=5, help="repetitions of each side (median)")
+    p.add_argument("--tiny", action="store_true", help="tiny sizes: a smoke run, not a measure")
+    p.add_argument("--out", type=Path, default=RESULTS, help="where <name>.json is written")
+    return p
+
+
+def alternate(sides: dict[str, Callable[[], float]], repeats: int) -> dict[str, list[float]]:
+    """Call each side in turn, `repeats` rounds: ours and the baseline see the same machine state
+    (other load, thermal and cache effects) rather than one running after the other."""
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, got {repeats}")
+    values: dict[str, list[float]] = {name: [] for name in sides}
+    for _ in range(repeats):
+        for name, run in sides.items():
+            values[name].append(float(run()))
+    return values
+
+
+def median(values: Sequence[float]) -> float:
+    return float(statistics.median(values))
+
+
+@dataclass
+class Table:
+    """Rows of one benchmark: a metric per column; `targets` say what each ratio should reach."""
+
+    name: str
+    columns: list[str]
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def add(self, **row: Any) -> None:
+        unknown = set(row) - set(self.columns)
+        if unknown:
+            raise KeyError(f"{self.name}: columns {sorted(unknown)} not in {self.columns}")
+        self.rows.append(row)
+
+    def render(self) -> str:
+        cells = [[_fmt(row.get(c)) for c in self.columns] for row in self.rows]
+        widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(self.columns)]
+        lines = [" | ".join(c.ljust(w) for c, w in zip(self.columns, widths, strict=True)),
+                 "-+-".join("-" * w for w in widths)]
+        lines += [" | ".join(v.rjust(w) for v, w in zip(r, widths, strict=True)) for r in cells]
+        return "\n".join([f"## {self.name}", *lines, *self.notes])
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:,.3g}" if abs(value) < 100 else f"{value:,.0f}"
+    return str(value)
+
+
+def machine() -> dict[str, Any]:
+    """What the figures were measured on."""
+    info: dict[str, Any] = {"python": platform.python_version(), "torch": torch.__version__,
+                            "cpu": platform.processor() or platform.machine(),
+                            "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+                            "threads": torch.get_num_threads()}
+    if torch.cuda.is_available():
+        info["gpu"] = torch.cuda.get_device_name()
+    return info
+
+
+def publish(tables: list[Table], out_dir: Path, name: str, settings: dict[str, Any]) -> Path:
+    """Print `tables` and write them with `settings` and the machine to `out_dir/<name>.json`."""
+    for table in tables:
+        print(table.render(), end="\n\n", flush=True)
+    result = {"benchmark": name, "settings": settings, "machine": machine(),
+              "tables": [{"name": t.name, "columns": t.columns, "rows": t.rows, "notes": t.notes}
+                         for t in tables]}
+    path = out_dir / f"{name}.json"
+    with atomic_file(path) as tmp:
+        tmp.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"written {path}")
+    return path

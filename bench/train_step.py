@@ -1,0 +1,214 @@
+"""Pretraining throughput: our training loop (`gpt1.pretrain.pretrain`, under the default
+precision policy) against HuggingFace's `OpenAIGPTLMHeadModel` in fp32, same architecture, batch
+and sequence length, alternating in one run; MFU against a matmul peak measured in this run.
+
+    python -m bench.train_step                      # params.yaml's model and batch, on the CPU
+    python -m bench.train_step --preset paper --device cuda
+
+With `--curve-steps N`, our loop also trains N steps in fp32 and in bf16 autocast from the same
+initialisation and batches, and the two loss curves are compared (the precision policy picks
+bf16 only where the hardware computes it natively).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from bench.common import Table, alternate, median, parser, publish
+from gpt1.config import ModelParams, PretrainParams, load_params
+from gpt1.device import resolve_device, resolve_dtype
+from gpt1.flops import measure_peak_flops, training_flops_per_token
+from gpt1.hf import to_hf_config
+from gpt1.model import GPT1, GPT1Config
+from gpt1.presets import load_preset
+from gpt1.pretrain import WindowSampler, pretrain
+
+REPO = Path(__file__).resolve().parents[1]
+TINY_MODEL = {"n_ctx": 32, "n_embd": 64, "n_layer": 2, "n_head": 2, "dropout": 0.1}
+
+
+@dataclass(frozen=True)
+class Setup:
+    model: GPT1Config
+    train: PretrainParams
+    shards: list[np.ndarray]
+    warmup: int  # steps run before timing: allocations, kernel choice, torch.compile
+    steps: int  # steps timed per repetition
+
+    @property
+    def tokens_per_step(self) -> int:
+        return self.train.batch_size * self.model.n_ctx
+
+
+def make_setup(preset: str | None, device: str, precision: str, tiny: bool,
+               steps: int, warmup: int) -> Setup:
+    """params.yaml's model and pretraining knobs (or a preset's over them) on random tokens."""
+    params = load_params(REPO / "params.yaml")
+    overlay = load_preset(preset) if preset else {}
+    model = ModelParams(**{**params.model.model_dump(), **overlay.get("model", {}),
+                           **(TINY_MODEL if tiny else {})})
+    vocab = 256 if tiny else overlay.get("bpe", {}).get("vocab_size", params.bpe.vocab_size)
+    knobs = {**params.pretrain.model_dump(), **overlay.get("pretrain", {}),
+             # one step more than timed: the loop evaluates after its last step
+             "device": device, "precision": precision, "max_steps": warmup + steps + 1,
+             "eval_every": 10**9, "log_every": 10**9, "peak_tflops": 1.0}
+    if tiny:
+        knobs["batch_size"] = 4
+    cfg = GPT1Config(vocab_size=vocab, n_ctx=model.n_ctx, n_embd=model.n_embd,
+                     n_layer=model.n_layer, n_head=model.n_head, embd_pdrop=model.dropout,
+                     attn_pdrop=model.dropout, resid_pdrop=model.dropout)
+    rng = np.random.default_rng(0)
+    shards = [rng.integers(0, vocab, size=max(100_000, 4 * model.n_ctx), dtype=np.int32)]
+    return Setup(cfg, PretrainParams(**knobs), shards, warmup, steps)
+
+
+class StepClock:
+    """Seconds from the end of step `warmup` to the end of step `warmup + steps`, read in the
+    metrics callback that runs after each step's `loss.item()` (which waits for the device)."""
+
+    def __init__(self, warmup: int, steps: int) -> None:
+        self.warmup, self.last = warmup, warmup + steps
+        self.started, self.finished = math.nan, math.nan
+        self.losses: list[float] = []
+
+    def __call__(self, step: int, values: dict[str, float]) -> None:
+        now = time.perf_counter()
+        if "train/loss" in values:
+            self.losses.append(values["train/loss"])
+        if step == self.warmup:
+            self.started = now
+        if step == self.last:
+            self.finished = now
+
+    @property
+    def seconds(self) -> float:
+        return self.finished - self.started
+
+
+def ours(setup: Setup, train: PretrainParams | None = None) -> StepClock:
+    """One run of the real pretraining loop; the clock covers the steps after the warm-up."""
+    train = train or setup.train
+    torch.manual_seed(train.seed)
+    model = GPT1(setup.model)
+    clock = StepClock(setup.warmup, setup.steps)
+    pretrain(model, setup.shards, setup.shards, train, on_metrics=clock)
+    return clock
+
+
+def ours_tokens_per_second(setup: Setup) -> float:
+    return setup.steps * setup.tokens_per_step / ours(setup).seconds
+
+
+def hf_tokens_per_second(setup: Setup) -> float:
+    """`OpenAIGPTLMHeadModel` in fp32 with AdamW, gradient clipping and the same batches: the
+    loop one would write around transformers."""
+    from transformers import OpenAIGPTConfig, OpenAIGPTLMHeadModel
+
+    train = setup.train
+    device = resolve_device(train.device)
+    torch.manual_seed(train.seed)
+    model = OpenAIGPTLMHeadModel(OpenAIGPTConfig(**to_hf_config(setup.model))).to(device).train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=train.lr,
+                                  weight_decay=train.weight_decay)
+    sampler = WindowSampler(setup.shards, setup.model.n_ctx, train.seed, "train")
+    clock = StepClock(setup.warmup, setup.steps)
+    for step in range(setup.warmup + setup.steps):
+        x, _ = sampler.batch(step, train.batch_size)
+        x = x.to(device)
+        loss = model(input_ids=x, labels=x).loss
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), train.grad_clip)
+        optimizer.step()
+        clock(step + 1, {"train/loss": loss.item()})
+    return setup.steps * setup.tokens_per_step / clock.seconds
+
+
+def loss_curves(setup: Setup, steps: int) -> dict[str, list[float]]:
+    """Our loop's per-step training loss in fp32 and in bf16 autocast, same init and batches."""
+    curves = {}
+    for precision in ("fp32", "bf16"):
+        train = setup.train.model_copy(update={"precision": precision, "max_steps": steps})
+        curves[precision] = ours(Setup(setup.model, train, setup.shards, 0, steps), train).losses
+    return curves
+
+
+def curve_gap(curves: dict[str, list[float]], window: int) -> float:
+    """Relative gap of the mean loss over the last `window` steps, bf16 against fp32."""
+    fp32, bf16 = (float(np.mean(curves[p][-window:])) for p in ("fp32", "bf16"))
+    return abs(bf16 - fp32) / fp32
+
+
+def run(setup: Setup, repeats: int, curve_steps: int) -> tuple[list[Table], dict]:
+    device = resolve_device(setup.train.device)
+    dtype = resolve_dtype(setup.train.precision, device)
+    peak = measure_peak_flops(device, dtype)
+    fp32_peak = peak if dtype == torch.float32 else measure_peak_flops(device, torch.float32)
+    flops = training_flops_per_token(setup.model)
+    sides: dict[str, Callable[[], float]] = {"ours": lambda: ours_tokens_per_second(setup),
+                                             "transformers": lambda: hf_tokens_per_second(setup)}
+    tok_s = alternate(sides, repeats)
+    ours_med, hf_med = median(tok_s["ours"]), median(tok_s["transformers"])
+    dtype_name = str(dtype).removeprefix("torch.")
+    table = Table("train_step", ["model", "dtype", "tokens/s", "ratio", "MFU %", "peak GFLOP/s"])
+    table.add(model="ours", dtype=dtype_name, **{
+        "tokens/s": ours_med, "ratio": ours_med / hf_med,
+        "MFU %": 100 * ours_med * flops / peak, "peak GFLOP/s": peak / 1e9})
+    table.add(model="transformers OpenAIGPTLMHeadModel", dtype="float32", **{
+        "tokens/s": hf_med, "ratio": 1.0, "MFU %": 100 * hf_med * flops / fp32_peak,
+        "peak GFLOP/s": fp32_peak / 1e9})
+    table.notes += [
+        f"median of {repeats} alternating repetitions of {setup.steps} steps after "
+        f"{setup.warmup} warm-up steps; batch {setup.train.batch_size} x {setup.model.n_ctx} "
+        f"tokens, {setup.model.n_layer} layers x {setup.model.n_embd}, vocab "
+        f"{setup.model.vocab_size}, on {device}",
+        "MFU: tokens/s x training FLOPs per token over the peak of a large matmul in the same "
+        "dtype, measured in this run (a datasheet peak is higher)",
+        "targets: ratio >= 2.0, MFU >= 50%"]
+    result = {"tokens_per_second": tok_s, "flops_per_token": flops, "peak_flops": peak}
+    tables = [table]
+    if curve_steps:
+        curves = loss_curves(setup, curve_steps)
+        window = max(1, curve_steps // 10)
+        gap = curve_gap(curves, window)
+        curve = Table("loss curve: bf16 autocast vs fp32", ["step", "fp32 loss", "bf16 loss"])
+        marks = sorted({1, *range(max(1, curve_steps // 8), curve_steps + 1,
+                                  max(1, curve_steps // 8))})
+        for step in marks:
+            curve.add(step=step, **{"fp32 loss": curves["fp32"][step - 1],
+                                    "bf16 loss": curves["bf16"][step - 1]})
+        curve.notes.append(f"mean loss of the last {window} steps differs by {100 * gap:.2f}% "
+                           f"(target: within 1%)")
+        tables.append(curve)
+        result |= {"curves": curves, "curve_gap": gap}
+    return tables, result
+
+
+def main(argv: list[str] | None = None) -> Path:
+    p = parser(__doc__.split("\n\n")[0])
+    p.add_argument("--device", default="cpu", help="cpu | cuda | cuda:N")
+    p.add_argument("--precision", default="auto", help="auto (the default policy) | fp32 | bf16")
+    p.add_argument("--preset", default=None, help="a gpt1 preset's model and batch (e.g. paper)")
+    p.add_argument("--steps", type=int, default=10, help="timed steps per repetition")
+    p.add_argument("--warmup", type=int, default=3, help="untimed steps before them")
+    p.add_argument("--curve-steps", type=int, default=200,
+                   help="steps of the fp32 vs bf16 loss curves (0: skip)")
+    args = p.parse_args(argv)
+    if args.tiny:
+        args.repeats, args.steps, args.warmup, args.curve_steps = 1, 2, 1, min(args.curve_steps, 4)
+    setup = make_setup(args.preset, args.device, args.precision, args.tiny, args.steps,
+                       args.warmup)
+    tables, result = run(setup, args.repeats, args.curve_steps)
+    settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
+    return publish(tables, args.out, "train_step", {**settings, **result})
+
+
+if __name__ == "__main__":
+    main()
