@@ -30,6 +30,9 @@ log = logging.getLogger("gpt1.finetune")
 
 _SEQUENCES_PER_EXAMPLE: dict[Family, int] = {"classification": 1, "entailment": 1,
                                              "similarity": 2}
+# batches per length-sorted chunk of a training epoch: enough that each chunk holds most
+# lengths many times over, few enough that which examples share a batch stays random
+BUCKET_BATCHES = 50
 
 
 class TaskModel(nn.Module):
@@ -120,6 +123,26 @@ def _batches(order: np.ndarray, batch_size: int) -> Iterator[np.ndarray]:
         yield order[start:start + batch_size]
 
 
+def example_lengths(examples: list[list[list[int]]]) -> np.ndarray:
+    """Each example's longest sequence: the width it pads its batch to."""
+    return np.array([max(len(s) for s in e) for e in examples], dtype=np.int64)
+
+
+def bucketed_batches(lengths: np.ndarray, batch_size: int, rng: np.random.Generator,
+                     bucket_batches: int = BUCKET_BATCHES) -> list[np.ndarray]:
+    """One epoch's batches of example indices, each example in exactly one: shuffled, cut into
+    chunks of `bucket_batches` batches, each chunk sorted by length and cut into batches, and
+    the batches shuffled. A batch is padded to its own longest example, so batches of similar
+    lengths waste little compute on padding; the chunks keep which examples meet random."""
+    order = rng.permutation(len(lengths))
+    chunk = batch_size * bucket_batches
+    batches: list[np.ndarray] = []
+    for start in range(0, len(order), chunk):
+        part = order[start:start + chunk]
+        batches.extend(_batches(part[np.argsort(lengths[part], kind="stable")], batch_size))
+    return [batches[i] for i in rng.permutation(len(batches))]
+
+
 @dataclass(frozen=True)
 class FinetuneResult:
     steps: int
@@ -130,8 +153,9 @@ class FinetuneResult:
 def finetune(model: TaskModel, examples: list[list[list[int]]], targets: np.ndarray, pad_id: int,
              cfg: FinetuneTrainParams,
              on_epoch: Callable[[int, TaskModel, float], None] | None = None) -> FinetuneResult:
-    """Train `model` in place on (`examples`, `targets`) for `cfg.epochs` epochs of batches of
-    `cfg.batch_size` examples; dropout and shuffling are seeded by `cfg.seed`. After each epoch,
+    """Train `model` in place on (`examples`, `targets`) for `cfg.epochs` epochs of
+    length-bucketed batches of `cfg.batch_size` examples (`bucketed_batches`); dropout and
+    shuffling are seeded by `cfg.seed`. After each epoch,
     `on_epoch(epoch, model, the epoch's mean training loss)`."""
     per_example = _per_example(model.family, examples)
     if len(targets) != len(examples):
@@ -142,6 +166,7 @@ def finetune(model: TaskModel, examples: list[list[list[int]]], targets: np.ndar
     torch.manual_seed(cfg.seed)
     rng = np.random.default_rng(cfg.seed)
     model.to(device).train()
+    widths = example_lengths(examples)
     steps_per_epoch = math.ceil(len(examples) / cfg.batch_size)
     total = steps_per_epoch * cfg.epochs
     optimizer = build_optimizer(model, cfg.lr, cfg.weight_decay, device)
@@ -154,7 +179,7 @@ def finetune(model: TaskModel, examples: list[list[list[int]]], targets: np.ndar
     with StepProgress("finetune", total, max(1, steps_per_epoch // 5), log) as progress:
         for epoch in range(cfg.epochs):
             epoch_losses = []
-            for idx in _batches(rng.permutation(len(examples)), cfg.batch_size):
+            for idx in bucketed_batches(widths, cfg.batch_size, rng):
                 ids, lengths = pad_batch(_flat(examples, idx), pad_id)
                 ids, lengths = ids.to(device), lengths.to(device)
                 with autocast(device, dtype):
@@ -192,7 +217,7 @@ def predict(model: TaskModel, examples: list[list[list[int]]], pad_id: int, batc
         return np.zeros((0, width), np.float32)
     per_example = _per_example(model.family, examples)
     # examples of similar length share a batch: less padding, and padding changes no output
-    order = np.argsort([max(len(s) for s in e) for e in examples], kind="stable")
+    order = np.argsort(example_lengths(examples), kind="stable")
     out = []
     for idx in _batches(order, batch_size):
         ids, lengths = pad_batch(_flat(examples, idx), pad_id)

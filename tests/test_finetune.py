@@ -10,8 +10,17 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+import gpt1.finetune
 from gpt1.config import Family, FinetuneTrainParams, TaskParams
-from gpt1.finetune import FinetuneResult, TaskModel, finetune, lm_loss_on_text, pad_batch, predict
+from gpt1.finetune import (
+    FinetuneResult,
+    TaskModel,
+    bucketed_batches,
+    finetune,
+    lm_loss_on_text,
+    pad_batch,
+    predict,
+)
 from gpt1.model import GPT1, GPT1Config
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -106,6 +115,53 @@ def test_pad_batch() -> None:
     assert ids.tolist() == [[1, 2, 3], [4, PAD, PAD], [5, 6, PAD]]
     ids, lengths = pad_batch([[7, 8]], pad_id=0)
     assert ids.tolist() == [[7, 8]] and lengths.tolist() == [2]
+
+
+def _epoch(lengths: np.ndarray, seed: int, batch_size: int = 8,
+           bucket_batches: int = 4) -> list[list[int]]:
+    rng = np.random.default_rng(seed)
+    return [b.tolist() for b in bucketed_batches(lengths, batch_size, rng, bucket_batches)]
+
+
+def test_bucketed_batches_cover_each_example_once_and_are_seeded() -> None:
+    lengths = np.random.default_rng(0).integers(3, 60, size=203)
+    batches = _epoch(lengths, seed=1)
+    assert len(batches) == 26  # ceil(203 / 8): one short batch, the last of the last chunk
+    assert sorted(len(b) for b in batches)[1:] == [8] * 25
+    assert sorted(i for b in batches for i in b) == list(range(203))
+    assert batches == _epoch(lengths, seed=1)
+    assert batches != _epoch(lengths, seed=2)
+    # a second epoch from the same generator is another order, still covering every example
+    rng = np.random.default_rng(1)
+    first, second = (bucketed_batches(lengths, 8, rng, 4) for _ in range(2))
+    assert [b.tolist() for b in first] == batches
+    assert sorted(np.concatenate(second).tolist()) == list(range(203))
+    assert [b.tolist() for b in second] != batches
+
+
+def test_bucketed_batches_group_similar_lengths() -> None:
+    lengths = np.random.default_rng(0).integers(3, 60, size=640)
+    batches = bucketed_batches(lengths, 16, np.random.default_rng(0), bucket_batches=40)
+    bucketed = sum(int(lengths[b].max()) * len(b) for b in batches)
+    shuffled = np.random.default_rng(0).permutation(640).reshape(-1, 16)
+    random = sum(int(lengths[b].max()) * len(b) for b in shuffled)
+    assert bucketed < 0.6 * random  # padded tokens: one chunk of the whole set is sorted
+    starts = [int(lengths[b].min()) for b in batches]
+    assert starts != sorted(starts)  # the batch order is shuffled, not short to long
+
+
+def test_finetune_trains_on_every_example_each_epoch(monkeypatch: pytest.MonkeyPatch) -> None:
+    examples, labels = classification(40, seed=5)
+    seen: list[tuple[int, ...]] = []
+
+    def recording(seqs: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+        seen.extend(map(tuple, seqs))
+        return pad_batch(seqs, pad_id)
+
+    monkeypatch.setattr(gpt1.finetune, "pad_batch", recording)
+    finetune(task_model(), examples, labels, PAD, _cfg(epochs=2, batch_size=8))
+    expected = sorted(tuple(e[0]) for e in examples)
+    assert sorted(seen[:40]) == expected and sorted(seen[40:]) == expected
 
 
 def test_head_reads_the_last_real_token() -> None:
