@@ -82,6 +82,7 @@ class PretrainParams(TrainingParams):
     checkpoint_every: int = Field(gt=0)
     keep_checkpoints: int = Field(ge=1)
     peak_tflops: float | None = Field(gt=0)
+    compile: bool = False  # torch.compile the training step; off unless asked for
 
 
 class FinetuneKnobs(TrainingParams):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -14,6 +15,7 @@ from gpt1.atomic import atomic_dir, write_text
 from gpt1.bpe import Gpt1Tokenizer
 from gpt1.checkpoint import CheckpointStore, StopRequested
 from gpt1.config import Params
+from gpt1.distributed import process_group
 from gpt1.model import GPT1, GPT1Config, save_model
 from gpt1.pretrain import pretrain
 from gpt1.shards import read_split, unigram_loss
@@ -61,20 +63,27 @@ def run(params: Params) -> None:
                          f"not match {tokenizer_path} ({tokenizer.vocab_size}); re-run tokenize")
     torch.manual_seed(params.pretrain.seed)
     model = GPT1(model_config(params, tokenizer.vocab_size))
-    with Live(dir=str(PRETRAIN_LIVE), save_dvc_exp=False, dvcyaml=None, report=None) as live:
+    train, val = read_split(SHARDS_DIR / "train"), read_split(SHARDS_DIR / "val")
+    checkpoints = CheckpointStore(PRETRAIN_CHECKPOINTS, run_fingerprint(params, manifest_text),
+                                  keep=params.pretrain.keep_checkpoints)
+    # under torchrun every process trains its share of each batch; rank 0 alone writes
+    with process_group(params.pretrain.device) as group, \
+            (Live(dir=str(PRETRAIN_LIVE), save_dvc_exp=False, dvcyaml=None, report=None)
+             if group.is_main else contextlib.nullcontext()) as live:
         def on_metrics(step: int, values: dict[str, float]) -> None:
             live.step = step
             for name, value in values.items():
                 live.log_metric(name, value, plot=True)
 
-        train, val = read_split(SHARDS_DIR / "train"), read_split(SHARDS_DIR / "val")
-        checkpoints = CheckpointStore(PRETRAIN_CHECKPOINTS, run_fingerprint(params, manifest_text),
-                                      keep=params.pretrain.keep_checkpoints)
         try:
-            result = pretrain(model, train, val, params.pretrain, on_metrics, checkpoints)
+            result = pretrain(model, train, val, params.pretrain, on_metrics, checkpoints, group)
         except StopRequested as stop:
-            log.warning("pretraining stopped: %s; run the stage again to resume from it", stop)
+            if group.is_main:
+                log.warning("pretraining stopped: %s; run the stage again to resume from it",
+                            stop)
             raise SystemExit(128 + stop.signum) from None
+    if not group.is_main:
+        return
     unigram = unigram_loss(train, val, tokenizer.vocab_size)
     with atomic_dir(PRETRAIN_DIR) as tmp:
         save_model(model.cpu(), tmp)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -21,8 +22,11 @@ def main(name: str, run: Callable[..., None], argv: list[str] | None = None,
     if extra is not None:
         extra(parser)
     args = vars(parser.parse_args(argv))
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s",
-                        datefmt="%H:%M:%S", stream=sys.stderr)
+    # under torchrun (RANK set), rank 0 speaks for all: the others report warnings and errors
+    main_process = os.environ.get("RANK", "0") == "0"
+    logging.basicConfig(level=logging.INFO if main_process else logging.WARNING,
+                        format="%(asctime)s %(name)s %(message)s", datefmt="%H:%M:%S",
+                        stream=sys.stderr)
     started = time.perf_counter()
     try:
         params: Params = load_params(args.pop("params"))

@@ -1,0 +1,152 @@
+"""Data-parallel pretraining: `torchrun --nproc_per_node=2 -m tasks.pretrain` (gloo on the CPU)
+follows the one-process run's trajectory, and only rank 0 writes."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import random
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from gpt1.bpe import train_bpe
+from gpt1.config import load_params
+from gpt1.distributed import Group, from_env
+from gpt1.model import GPT1, load_model
+from gpt1.presets import nest, update_params
+from gpt1.pretrain import pretrain
+from gpt1.shards import ShardWriter, read_split
+from tasks.pretrain import model_config
+from tests.conftest import REPO, run
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+STEPS, BATCH = 10, 8
+# model.dropout is 0: with dropout, 2 processes draw other masks than 1, and the runs diverge
+KNOBS = {
+    "model.n_ctx": 16, "model.n_embd": 32, "model.n_layer": 2, "model.n_head": 2,
+    "model.dropout": 0.0,
+    "pretrain.device": "cpu", "pretrain.precision": "fp32", "pretrain.batch_size": BATCH,
+    "pretrain.max_steps": STEPS, "pretrain.warmup_steps": 2, "pretrain.lr": 0.003,
+    "pretrain.eval_every": 5, "pretrain.eval_batches": 2, "pretrain.log_every": 5,
+    "pretrain.checkpoint_every": 5, "pretrain.peak_tflops": 1.0,
+}
+# Each process runs the stage in its own folder; inputs and checkpoints are links to one
+# shared place, so whatever else appears in a folder is what that process wrote.
+LINKS = {"params.yaml": "params.yaml", "artifacts/bpe": "shared/bpe",
+         "data/shards": "shared/shards", "artifacts/checkpoints": "shared/checkpoints"}
+IN_RANK_DIR = """\
+import os, runpy
+os.chdir(f"rank{os.environ['RANK']}")
+runpy.run_module("tasks.pretrain", run_name="__main__", alter_sys=True)
+"""
+
+
+def _inputs(root: Path) -> int:
+    """A tokenizer, random token shards and params.yaml for a tiny model; the vocabulary size."""
+    rng = random.Random(0)
+    words = ["".join(rng.choice("abcdefgh") for _ in range(rng.randint(2, 6))) for _ in range(50)]
+    tokenizer = train_bpe([" ".join(rng.choices(words, k=30)) for _ in range(40)], 100, 2)
+    (root / "shared/bpe").mkdir(parents=True)
+    tokenizer.save(str(root / "shared/bpe/tokenizer.json"))
+    vocab = tokenizer.get_vocab_size()
+    ids = np.random.default_rng(0)
+    for split, tokens in (("train", 3000), ("val", 500)):
+        writer = ShardWriter(root / "shared/shards" / split, np.dtype(np.uint16), 2000)
+        writer.append(ids.integers(0, vocab, tokens).astype(np.uint16))
+        writer.close()
+    (root / "shared/shards/manifest.json").write_text(json.dumps({"vocab_size": vocab}))
+    (root / "shared/checkpoints").mkdir()
+    (root / "params.yaml").write_bytes((REPO / "params.yaml").read_bytes())
+    update_params(root / "params.yaml", nest(KNOBS))
+    return vocab
+
+
+def _torchrun(root: Path, processes: int) -> None:
+    for rank in range(processes):
+        for link, target in LINKS.items():
+            path = root / f"rank{rank}" / link
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.symlink_to(root / target)
+    (root / "in_rank_dir.py").write_text(IN_RANK_DIR)
+    run([sys.executable, "-m", "torch.distributed.run", "--standalone",
+         f"--nproc_per_node={processes}", "in_rank_dir.py"], root, timeout=300,
+        env={"OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)})
+
+
+def _written(folder: Path) -> set[str]:
+    """Files under `folder`, not following the links to the shared inputs."""
+    return {str(Path(d, f).relative_to(folder)) for d, _, files in os.walk(folder)
+            for f in files if not Path(d, f).is_symlink()}
+
+
+def _dvclive_series(root: Path, name: str) -> list[tuple[int, float]]:
+    with (root / "dvclive/pretrain/plots/metrics" / f"{name}.tsv").open() as fh:
+        return [(int(r["step"]), float(r[name.split("/")[-1]]))
+                for r in csv.DictReader(fh, delimiter="\t")]
+
+
+def test_two_processes_follow_the_one_process_trajectory(tmp_path: Path) -> None:
+    """2 processes at 4 rows each = 1 process at 8 rows: the same losses and weights to rounding
+    (measured: losses within 2e-7 relative, weights within 3e-6 absolute), with dropout 0."""
+    vocab = _inputs(tmp_path)
+    _torchrun(tmp_path, 2)
+
+    params = load_params(tmp_path / "params.yaml")
+    torch.manual_seed(params.pretrain.seed)  # as the stage builds its model
+    model = GPT1(model_config(params, vocab))
+    seen: dict[str, list[tuple[int, float]]] = {"train/loss": [], "val/loss": []}
+
+    def on_metrics(step: int, values: dict[str, float]) -> None:
+        for name in seen.keys() & values.keys():
+            seen[name].append((step, values[name]))
+
+    shards = tmp_path / "shared/shards"
+    pretrain(model, read_split(shards / "train"), read_split(shards / "val"), params.pretrain,
+             on_metrics)
+
+    rank0 = tmp_path / "rank0"
+    for name, expected in seen.items():
+        got = _dvclive_series(rank0, name)
+        assert [s for s, _ in got] == [s for s, _ in expected]
+        torch.testing.assert_close(torch.tensor([v for _, v in got], dtype=torch.float64),
+                                   torch.tensor([v for _, v in expected], dtype=torch.float64),
+                                   rtol=1e-5, atol=0)
+    trained = load_model(rank0 / "artifacts/pretrain").state_dict()
+    for key, value in model.state_dict().items():
+        torch.testing.assert_close(trained[key], value, rtol=1e-4, atol=1e-5, msg=key)
+
+    # only rank 0 wrote: the model, the metrics, the curves and (shared) the checkpoints
+    assert _written(tmp_path / "rank1") == set()
+    written = _written(rank0)
+    assert {"artifacts/pretrain/model.safetensors", "artifacts/pretrain/tokenizer.json",
+            "metrics/pretrain.json"} <= written
+    assert any(path.startswith("dvclive/pretrain/") for path in written)
+    assert json.loads((rank0 / "metrics/pretrain.json").read_text())["steps"] == STEPS
+    assert sorted(p.name for p in (tmp_path / "shared/checkpoints/pretrain").iterdir()) == [
+        "step-00000005.pt", "step-00000010.pt"]
+
+
+def test_batch_must_split_evenly_over_the_processes() -> None:
+    params = load_params(REPO / "params.yaml")
+    cfg = params.pretrain.model_copy(update={"batch_size": 8, "device": "cpu"})
+    model = GPT1(model_config(params, 100))
+    with pytest.raises(ValueError, match=r"batch_size \(8\) is the global batch: it must be "
+                                         r"divisible by the number of processes \(3\)"):
+        pretrain(model, [], [], cfg, group=Group(rank=0, world_size=3))
+
+
+def test_each_process_takes_its_rows_and_one_process_needs_no_group() -> None:
+    assert [Group(rank=r, world_size=2).rows(8) for r in (0, 1)] == [slice(0, 4), slice(4, 8)]
+    assert Group().rows(8) == slice(0, 8)
+    single = from_env({})
+    assert (single.rank, single.world_size, single.is_main, single.parallel) == (0, 1, True, False)
+    assert single.mean(2.5) == 2.5 and single.max(3) == 3
+    assert single.gather("x") == ["x"] and single.from_main("x") == "x"
+    assert from_env({"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1"}) == Group(1, 2, 1)
+    assert not Group(1, 2, 1).is_main
