@@ -5,9 +5,10 @@ and sequence length, alternating in one run; MFU against a matmul peak measured 
     python -m bench.train_step                      # params.yaml's model and batch, on the CPU
     python -m bench.train_step --preset paper --device cuda
 
-With `--curve-steps N`, our loop also trains N steps in fp32 and in bf16 autocast from the same
-initialisation and batches, and the two loss curves are compared (the precision policy picks
-bf16 only where the hardware computes it natively).
+Where the precision policy trains in bf16 (hardware that computes it natively), our loop also
+trains 200 steps in fp32 and in bf16 autocast from the same initialisation and batches, and the
+two loss curves are compared; `--curve-steps N` sets the length (0 skips, and N > 0 forces the
+curves where bf16 is emulated, which is slow).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from gpt1.presets import load_preset
 from gpt1.pretrain import WindowSampler, pretrain
 
 REPO = Path(__file__).resolve().parents[1]
+CURVE_STEPS = 200
 TINY_MODEL = {"n_ctx": 32, "n_embd": 64, "n_layer": 2, "n_head": 2, "dropout": 0.1}
 
 
@@ -48,7 +50,7 @@ class Setup:
 
 
 def make_setup(preset: str | None, device: str, precision: str, tiny: bool,
-               steps: int, warmup: int) -> Setup:
+               steps: int, warmup: int, compile_step: bool = False) -> Setup:
     """params.yaml's model and pretraining knobs (or a preset's over them) on random tokens."""
     params = load_params(REPO / "params.yaml")
     overlay = load_preset(preset) if preset else {}
@@ -58,6 +60,7 @@ def make_setup(preset: str | None, device: str, precision: str, tiny: bool,
     knobs = {**params.pretrain.model_dump(), **overlay.get("pretrain", {}),
              # one step more than timed: the loop evaluates after its last step
              "device": device, "precision": precision, "max_steps": warmup + steps + 1,
+             "compile": compile_step,
              "eval_every": 10**9, "log_every": 10**9, "peak_tflops": 1.0}
     if tiny:
         knobs["batch_size"] = 4
@@ -146,7 +149,7 @@ def curve_gap(curves: dict[str, list[float]], window: int) -> float:
     return abs(bf16 - fp32) / fp32
 
 
-def run(setup: Setup, repeats: int, curve_steps: int) -> tuple[list[Table], dict]:
+def run(setup: Setup, repeats: int, curve_steps: int | None) -> tuple[list[Table], dict]:
     device = resolve_device(setup.train.device)
     dtype = resolve_dtype(setup.train.precision, device)
     peak = measure_peak_flops(device, dtype)
@@ -174,6 +177,11 @@ def run(setup: Setup, repeats: int, curve_steps: int) -> tuple[list[Table], dict
         "targets: ratio >= 2.0, MFU >= 50%"]
     result = {"tokens_per_second": tok_s, "flops_per_token": flops, "peak_flops": peak}
     tables = [table]
+    if curve_steps is None:
+        curve_steps = CURVE_STEPS if dtype == torch.bfloat16 else 0
+        if not curve_steps:
+            table.notes.append("no bf16 loss curve: this device does not compute bf16 natively, "
+                               "so the policy trains in fp32 (--curve-steps N forces one)")
     if curve_steps:
         curves = loss_curves(setup, curve_steps)
         window = max(1, curve_steps // 10)
@@ -196,15 +204,16 @@ def main(argv: list[str] | None = None) -> Path:
     p.add_argument("--device", default="cpu", help="cpu | cuda | cuda:N")
     p.add_argument("--precision", default="auto", help="auto (the default policy) | fp32 | bf16")
     p.add_argument("--preset", default=None, help="a gpt1 preset's model and batch (e.g. paper)")
+    p.add_argument("--compile", action="store_true",
+                   help="torch.compile our step (pretrain.compile); the warm-up absorbs it")
     p.add_argument("--steps", type=int, default=10, help="timed steps per repetition")
     p.add_argument("--warmup", type=int, default=3, help="untimed steps before them")
-    p.add_argument("--curve-steps", type=int, default=200,
-                   help="steps of the fp32 vs bf16 loss curves (0: skip)")
+    p.add_argument("--curve-steps", type=int, default=None,
+                   help=f"steps of the fp32 vs bf16 loss curves (default: {CURVE_STEPS} where "
+                        "the policy picks bf16, else none; 0: none)")
     args = p.parse_args(argv)
-    if args.tiny:
-        args.repeats, args.steps, args.warmup, args.curve_steps = 1, 2, 1, min(args.curve_steps, 4)
     setup = make_setup(args.preset, args.device, args.precision, args.tiny, args.steps,
-                       args.warmup)
+                       args.warmup, args.compile)
     tables, result = run(setup, args.repeats, args.curve_steps)
     settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
     return publish(tables, args.out, "train_step", {**settings, **result})
