@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import sys
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
@@ -34,6 +35,13 @@ class CleanStats:
         return d
 
 
+def _init_worker() -> None:
+    """Clean's workers need spaCy's tokenizer alone, yet spaCy imports thinc, which imports torch
+    when it is installed: seconds of start-up per worker. Unless the process already loaded torch
+    (spawning re-imports the main module), it is marked missing, which thinc handles."""
+    sys.modules.setdefault("torch", None)
+
+
 def _clean_batch(batch: dict[str, list]) -> dict[str, list]:
     return {**batch, "chars_in": [len(t) for t in batch["text"]],
             "text": [_cleaner(text) for text in batch["text"]]}
@@ -54,7 +62,8 @@ def clean_corpus(inputs: list[Path], out: Path, *, workers: int, batch_docs: int
     stats = CleanStats()
     seen: set[bytes] = set()
     with pq.ParquetWriter(out, CLEAN_SCHEMA) as writer:
-        for batch in bounded_map(_clean_batch, _batches(inputs, batch_docs), workers):
+        for batch in bounded_map(_clean_batch, _batches(inputs, batch_docs), workers,
+                                 initializer=_init_worker if workers > 1 else None):
             keep: dict[str, list[str]] = {"id": [], "source": [], "text": []}
             for doc_id, source, chars_in, text in zip(batch["id"], batch["source"],
                                                       batch["chars_in"], batch["text"],

@@ -10,13 +10,25 @@ import pyarrow.parquet as pq
 
 def iter_text_batches(corpus_dir: Path, batch_docs: int = 256) -> Iterator[list[str]]:
     """Stream the `text` column of every Parquet file in `corpus_dir`, in order, in lists of at
-    most `batch_docs` documents."""
+    most `batch_docs` documents.
+
+    Files are read a row group at a time (as large as their writer made them: clean writes a
+    few documents per group): `iter_batches` over a whole file holds memory that grows with the
+    file (185 MB against 101 MB reading a 75 MB corpus).
+    """
     files = sorted(corpus_dir.glob("*.parquet"))
     if not files:
         raise FileNotFoundError(f"{corpus_dir}: no Parquet files (run the stage before)")
+    pending: list[str] = []
     for path in files:
-        for batch in pq.ParquetFile(path).iter_batches(batch_size=batch_docs, columns=["text"]):
-            yield batch.column(0).to_pylist()
+        parquet = pq.ParquetFile(path)
+        for group in range(parquet.num_row_groups):
+            pending += parquet.read_row_group(group, columns=["text"]).column(0).to_pylist()
+            while len(pending) >= batch_docs:
+                yield pending[:batch_docs]
+                pending = pending[batch_docs:]
+    if pending:
+        yield pending
 
 
 def iter_texts(corpus_dir: Path, batch_docs: int = 256) -> Iterator[str]:

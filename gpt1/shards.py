@@ -35,28 +35,34 @@ class ShardInfo:
 
 
 class ShardWriter:
-    """Append token ids; every `shard_tokens` ids become one `NNNNN.arrow` file in `out_dir`."""
+    """Append token ids; every `shard_tokens` ids become one `NNNNN.arrow` file in `out_dir`.
+
+    Ids are copied into one preallocated shard buffer rather than collected and concatenated, so
+    memory stays at one shard whatever the corpus size; the buffer's pages only become resident
+    as they are filled, so a small corpus does not pay for a whole shard either.
+    """
 
     def __init__(self, out_dir: Path, dtype: np.dtype, shard_tokens: int) -> None:
         self.out_dir, self.dtype, self.shard_tokens = out_dir, dtype, shard_tokens
         self.shards: list[ShardInfo] = []
-        self._pending: list[np.ndarray] = []
-        self._pending_tokens = 0
+        self._buffer = np.empty(shard_tokens, dtype=dtype)
+        self._filled = 0
         out_dir.mkdir(parents=True, exist_ok=True)
 
     def append(self, ids: np.ndarray) -> None:
-        self._pending.append(ids.astype(self.dtype, copy=False))
-        self._pending_tokens += len(ids)
-        while self._pending_tokens >= self.shard_tokens:
-            flat = np.concatenate(self._pending)
-            self._write(flat[: self.shard_tokens])
-            rest = flat[self.shard_tokens:]
-            self._pending, self._pending_tokens = [rest], len(rest)
+        while len(ids):
+            n = min(len(ids), self.shard_tokens - self._filled)
+            self._buffer[self._filled:self._filled + n] = ids[:n]
+            self._filled += n
+            ids = ids[n:]
+            if self._filled == self.shard_tokens:
+                self._write(self._buffer)
+                self._filled = 0
 
     def close(self) -> list[ShardInfo]:
-        if self._pending_tokens:
-            self._write(np.concatenate(self._pending))
-        self._pending, self._pending_tokens = [], 0
+        if self._filled:
+            self._write(self._buffer[:self._filled])
+        self._filled = 0
         return self.shards
 
     def _write(self, ids: np.ndarray) -> None:

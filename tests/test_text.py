@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+import ftfy
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -78,3 +79,28 @@ def test_cleaner_output_is_single_spaced(cleaner: TextCleaner) -> None:
     assert "  " not in out and out == out.strip()
     assert cleaner("") == ""
     assert cleaner(" \n\t ") == ""
+
+
+@pytest.fixture(scope="module")
+def spacy_tokenizer():
+    import spacy
+
+    return spacy.blank("en").tokenizer
+
+
+# Pieces that spaCy's special cases and affix rules act on, including ones whose matches could
+# straddle a space (emoticons, abbreviations, clitics), so that the per-span cache is put to test.
+_PIECES = ["e.g.", "a.m.", "p.m", ":)", ":-)", ":", "-", ")", "(", "'s", "n't", "can't", "o.O",
+           "<3", ":D", "_", ".", "'", "\u2019", "Ltd", "Dr.", "'em", "x", "the", "US", "U.S.",
+           "\u00b0C", "^_^", ";", "3", "...", "\u2014", "'cause", "goin'", "lovin", "ಠ_ಠ"]
+
+
+@settings(max_examples=300, derandomize=True, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(_PIECES), st.sampled_from(["", " ", "  ", "\n"])),
+                max_size=12))
+def test_cleaner_matches_plain_spacy(cleaner: TextCleaner, spacy_tokenizer,
+                                     pieces: list[tuple[str, str]]) -> None:
+    """The cached per-span tokenisation gives exactly what spaCy gives on the whole text."""
+    text = "".join(piece + sep for piece, sep in pieces)
+    doc = spacy_tokenizer(text_standardize(ftfy.fix_text(text)))
+    assert cleaner(text) == " ".join(t.text for t in doc if not t.is_space)

@@ -1,0 +1,40 @@
+"""Smoke runs of bench.preprocess and bench.memory at --tiny sizes on the bundled sample: the
+JSON they write, not their timings."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from bench import memory, preprocess
+
+
+def _table(path: Path) -> tuple[dict, dict]:
+    result = json.loads(path.read_text())
+    (table,) = result["tables"]
+    return result, table
+
+
+def test_preprocess_tiny(tmp_path: Path) -> None:
+    path = preprocess.main(["--tiny", "--out", str(tmp_path)])
+    result, table = _table(path)
+    assert path == tmp_path / "preprocess.json"
+    assert result["settings"]["tiny"] is True
+    rows = table["rows"]
+    assert [row["path"].split(" (")[0].strip() for row in rows] == [
+        "reference", "ours", "ours: clean", "ours: tokenize"]
+    assert all(row["MB_per_s"] > 0 and row["seconds"] > 0 for row in rows)
+    assert rows[1]["speedup"] > 0
+    documents = result["settings"]["documents"]
+    assert documents > 0 and result["settings"]["identical_documents"] == documents
+
+
+def test_memory_tiny(tmp_path: Path) -> None:
+    path = memory.main(["--tiny", "--out", str(tmp_path)])
+    assert path is not None
+    result, table = _table(path)
+    assert [row["step"] for row in table["rows"]] == ["clean", "tokenize"]
+    for row in table["rows"]:
+        assert row["1x_MB"] > 0 and row["10x_MB"] > 0 and row["1x_main_MB"] > 0
+        assert row["growth"] == row["10x_MB"] / row["1x_MB"]
+    assert result["settings"]["copies"] == 10 and result["settings"]["dedupe"] is False
