@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpt1.text import TextCleaner, text_standardize
+from gpt1.text import TextCleaner, fix_text, text_standardize
 
 
 def reference_text_standardize(text: str) -> str:
@@ -104,3 +104,12 @@ def test_cleaner_matches_plain_spacy(cleaner: TextCleaner, spacy_tokenizer,
     text = "".join(piece + sep for piece, sep in pieces)
     doc = spacy_tokenizer(text_standardize(ftfy.fix_text(text)))
     assert cleaner(text) == " ".join(t.text for t in doc if not t.is_space)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.characters(max_codepoint=127), max_size=200)
+       | st.text(alphabet=st.characters(min_codepoint=32, max_codepoint=126) | st.just("\n"))
+       | st.sampled_from(["caf&eacute; &amp; co", "a\r\nb", "\x1b[31mred\x1b[0m", "x\x00y",
+                          "plain words, and (punctuation)!", "tab\tand\nnewline"]))
+def test_fix_text_is_ftfy(text: str) -> None:
+    assert fix_text(text) == ftfy.fix_text(text)
