@@ -1,5 +1,5 @@
 # The two commands of the README's quick start, and the pieces they are made of.
-.PHONY: install install-dev pipeline serve test
+.PHONY: install install-dev pipeline serve test bench
 
 VENV ?= .venv
 export VENV
@@ -26,3 +26,9 @@ serve: install
 test: install-dev
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest
+
+# Every benchmark, one after another (they measure the machine: run nothing else meanwhile);
+# tables print and land in bench/results/<name>.json. The full sizes need ../shared/data.
+BENCHES := train_step preprocess memory finetune loader
+bench: install-dev
+	for b in $(BENCHES); do $(BIN)/python -m bench.$$b || exit 1; done
