@@ -30,9 +30,10 @@ log = logging.getLogger("gpt1.finetune")
 
 _SEQUENCES_PER_EXAMPLE: dict[Family, int] = {"classification": 1, "entailment": 1,
                                              "similarity": 2}
-# batches per length-sorted chunk of a training epoch: enough that each chunk holds most
-# lengths many times over, few enough that which examples share a batch stays random
-BUCKET_BATCHES = 50
+# batches per length-sorted chunk of a training epoch. Chunks of 50 batches trained worse on the
+# bundled SST-2 (dev accuracy 75.5 and 86.0 for seeds 1234 and 1235, against 89.0 and 91.0 with
+# 4, and 86.0 for random batches with seed 1234): batches must stay close to random samples.
+BUCKET_BATCHES = 4
 
 
 class TaskModel(nn.Module):
