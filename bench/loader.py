@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from bench.common import Table, alternate, median, parser, publish
+from gpt1.bpe import SPECIAL_TOKENS
 from gpt1.config import load_params
 from gpt1.device import autocast, resolve_device, resolve_dtype
 from gpt1.model import GPT1, GPT1Config
@@ -51,7 +52,8 @@ def sizes(tiny: bool) -> Sizes:
     m = params.model
     return Sizes(tokens=4 << 20, shard_tokens=1 << 20, loader_batches=500, model_steps=3,
                  batch_size=params.pretrain.batch_size, n_ctx=m.n_ctx, n_embd=m.n_embd,
-                 n_layer=m.n_layer, n_head=m.n_head, vocab_size=params.bpe.vocab_size + 4)
+                 n_layer=m.n_layer, n_head=m.n_head,
+                 vocab_size=params.bpe.vocab_size + len(SPECIAL_TOKENS))
 
 
 def write_shards(directory: Path, s: Sizes, seed: int) -> list[np.ndarray]:

@@ -22,13 +22,11 @@ from pathlib import Path
 
 import ftfy
 import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from gpt1.books import split_documents
 from gpt1.bpe import Gpt1Tokenizer, train_bpe
 from gpt1.config import load_params
-from gpt1.corpus import CLEAN_SCHEMA, clean_corpus
+from gpt1.corpus import clean_corpus
 from gpt1.parallel import resolve_workers
 from gpt1.shards import read_split
 from gpt1.text import TextCleaner
@@ -118,13 +116,13 @@ def books(tiny: bool) -> list[tuple[str, list[str]]]:
 
 def write_raw(corpus: list[tuple[str, list[str]]], out: Path) -> list[Path]:
     """One Parquet file of documents per book, as the ingest stage writes them."""
+    from tasks.ingest import write_documents
+
     out.mkdir(parents=True, exist_ok=True)
     paths = []
     for i, (source, docs) in enumerate(corpus):
-        table = pa.table({"id": [f"{source}#{k}" for k in range(len(docs))],
-                          "source": [source] * len(docs), "text": docs}, schema=CLEAN_SCHEMA)
         paths.append(out / f"{i:05d}.parquet")
-        pq.write_table(table, paths[-1])
+        write_documents(source, docs, paths[-1])
     return paths
 
 

@@ -36,18 +36,23 @@ def read_book(path: Path) -> str:
         raise ValueError(f"{path}: not UTF-8 text (byte {err.start})") from None
 
 
+def write_documents(source: str, docs: list[str], path: Path) -> None:
+    """The documents of one corpus file as a Parquet file, ids `<source>#<k>`."""
+    table = pa.table(
+        {"id": [f"{source}#{k}" for k in range(len(docs))], "source": [source] * len(docs),
+         "text": docs},
+        schema=CORPUS_SCHEMA,
+    )
+    pq.write_table(table, path)
+
+
 def ingest_corpus(params: Params, root: Path, out: Path) -> int:
     """Write one Parquet file of documents per corpus file; return the number of documents."""
     total = 0
     for i, path in enumerate(corpus_files(root, params.ingest.corpus)):
         source = path.relative_to(root).as_posix()
         docs = split_documents(read_book(path), params.ingest.doc_chars)
-        table = pa.table(
-            {"id": [f"{source}#{k}" for k in range(len(docs))], "source": [source] * len(docs),
-             "text": docs},
-            schema=CORPUS_SCHEMA,
-        )
-        pq.write_table(table, out / f"{i:05d}.parquet")
+        write_documents(source, docs, out / f"{i:05d}.parquet")
         log.info("%s: %d documents, %d chars", source, len(docs), sum(map(len, docs)))
         total += len(docs)
     return total
