@@ -5,12 +5,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 
-def iter_text_batches(corpus_dir: Path, batch_docs: int = 256) -> Iterator[list[str]]:
-    """Stream the `text` column of every Parquet file in `corpus_dir`, in order, in lists of at
-    most `batch_docs` documents.
+def iter_text_arrays(corpus_dir: Path, batch_docs: int = 256) -> Iterator[pa.StringArray]:
+    """Stream the `text` column of every Parquet file in `corpus_dir`, in order, in Arrow arrays
+    of at most `batch_docs` documents.
 
     Files are read a row group at a time (as large as their writer made them: clean writes a
     few documents per group): `iter_batches` over a whole file holds memory that grows with the
@@ -19,16 +20,26 @@ def iter_text_batches(corpus_dir: Path, batch_docs: int = 256) -> Iterator[list[
     files = sorted(corpus_dir.glob("*.parquet"))
     if not files:
         raise FileNotFoundError(f"{corpus_dir}: no Parquet files (run the stage before)")
-    pending: list[str] = []
+    pending: list[pa.StringArray] = []
+    count = 0
     for path in files:
         parquet = pq.ParquetFile(path)
         for group in range(parquet.num_row_groups):
-            pending += parquet.read_row_group(group, columns=["text"]).column(0).to_pylist()
-            while len(pending) >= batch_docs:
-                yield pending[:batch_docs]
-                pending = pending[batch_docs:]
-    if pending:
-        yield pending
+            chunks = parquet.read_row_group(group, columns=["text"]).column(0).chunks
+            pending += chunks
+            count += sum(map(len, chunks))
+            while count >= batch_docs:
+                texts = pa.concat_arrays(pending)
+                yield texts[:batch_docs]
+                pending, count = [texts[batch_docs:]], count - batch_docs
+    if count:
+        yield pa.concat_arrays(pending)
+
+
+def iter_text_batches(corpus_dir: Path, batch_docs: int = 256) -> Iterator[list[str]]:
+    """`iter_text_arrays` as lists of Python strings."""
+    for texts in iter_text_arrays(corpus_dir, batch_docs):
+        yield texts.to_pylist()
 
 
 def iter_texts(corpus_dir: Path, batch_docs: int = 256) -> Iterator[str]:

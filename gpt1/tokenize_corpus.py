@@ -7,10 +7,12 @@ from itertools import chain
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 from tokenizers import normalizers, pre_tokenizers
 
 from gpt1.bpe import Gpt1Tokenizer
-from gpt1.documents import iter_text_batches
+from gpt1.documents import iter_text_arrays
 from gpt1.shards import ShardInfo, ShardWriter, token_dtype
 
 SPLITS = ("train", "val")
@@ -29,7 +31,7 @@ class WordCachedEncoder:
     Exact, not an approximation: GPT-1's BPE lower-cases character by character, splits at
     whitespace and encodes each piece on its own (its special tokens hold no space), so a text's
     ids are its words' ids one after the other. A word holding other whitespace is simply split
-    again by the tokenizer. Books repeat their words, so most words are a dictionary lookup.
+    again by the tokenizer. Books repeat their words, so most words are a hash lookup.
     """
 
     def __init__(self, tokenizer: Gpt1Tokenizer, dtype: np.dtype) -> None:
@@ -39,18 +41,44 @@ class WordCachedEncoder:
                 and backend.post_processor is None):
             raise ValueError("WordCachedEncoder needs GPT-1's BPE: lower-case, whitespace split")
         self.tokenizer, self.dtype = tokenizer, dtype
-        self._cache: dict[str, list[int]] = {}
+        self._clear()
 
-    def encode_batch(self, texts: list[str]) -> list[np.ndarray]:
-        words = [text.split(" ") for text in texts]
-        new = list(set(chain.from_iterable(words)).difference(self._cache))
-        if len(self._cache) + len(new) > MAX_CACHED_WORDS:
-            self._cache.clear()
-            new = list(set(chain.from_iterable(words)))
-        self._cache.update(zip(new, self.tokenizer.encode_batch(new), strict=True))
-        lookup = self._cache.__getitem__
-        return [np.fromiter(chain.from_iterable(map(lookup, ws)), dtype=self.dtype)
-                for ws in words]
+    def _clear(self) -> None:
+        # word n of _words has the ids _ids[_starts[n]:_starts[n] + _lengths[n]]
+        self._words = pa.array([], pa.string())
+        self._ids = np.zeros(0, self.dtype)
+        self._starts = np.zeros(0, np.int64)
+        self._lengths = np.zeros(0, np.int64)
+
+    def _add(self, words: pa.StringArray) -> None:
+        encoded = self.tokenizer.encode_batch(words.to_pylist())
+        lengths = np.fromiter(map(len, encoded), np.int64, len(encoded))
+        self._words = pa.concat_arrays([self._words, words])
+        self._starts = np.concatenate([self._starts, len(self._ids) + np.cumsum(lengths) - lengths])
+        self._lengths = np.concatenate([self._lengths, lengths])
+        self._ids = np.concatenate([self._ids, np.fromiter(chain.from_iterable(encoded),
+                                                           self.dtype, int(lengths.sum()))])
+
+    def encode_batch(self, texts: pa.StringArray | list[str]) -> list[np.ndarray]:
+        """Each text's ids. Splitting, word lookup and the gather of ids run in Arrow and numpy:
+        no Python work per word or per token, but for words never seen before."""
+        words = pc.split_pattern(texts, " ")
+        flat = pc.list_flatten(words)
+        numbers = pc.index_in(flat, value_set=self._words)
+        if numbers.null_count:
+            new = pc.unique(flat.filter(numbers.is_null()))
+            if len(self._words) + len(new) > MAX_CACHED_WORDS:
+                self._clear()
+                new = pc.unique(flat)
+            self._add(new)
+            numbers = pc.index_in(flat, value_set=self._words)
+        numbers = numbers.to_numpy()
+        lengths = self._lengths[numbers]
+        ends = np.cumsum(lengths)
+        positions = np.arange(ends[-1] if len(ends) else 0) + np.repeat(
+            self._starts[numbers] - (ends - lengths), lengths)
+        doc_ends = ends[np.cumsum(pc.list_value_length(words).to_numpy()) - 1]
+        return np.split(self._ids[positions], doc_ends[:-1])
 
 
 @dataclass
@@ -73,7 +101,7 @@ def tokenize_corpus(corpus_dir: Path, tokenizer: Gpt1Tokenizer, out_dir: Path, *
     writers = {split: ShardWriter(out_dir / split, dtype, shard_tokens) for split in SPLITS}
     encoder = WordCachedEncoder(tokenizer, dtype)
     doc_index = 0
-    for batch in iter_text_batches(corpus_dir, ENCODE_BATCH):
+    for batch in iter_text_arrays(corpus_dir, ENCODE_BATCH):
         for ids in encoder.encode_batch(batch):
             split = "val" if doc_index % val_every == 0 else "train"
             writers[split].append(ids)

@@ -50,7 +50,8 @@ def test_text_standardize_examples(text: str, expected: str) -> None:
 
 @settings(max_examples=300, derandomize=True, deadline=None)
 @given(st.text(alphabet=st.sampled_from(list("ab .,'\"-!?;()[]{}/\\*_|+~\n\t\r \u2014\u2013"
-                                              "\u2015\u2026\u00b4\u00a0x")), max_size=40))
+                                              "\u2015\u2026\u00b4\u00a0\u2028\u3000\x0b\x0c\x1c\x85x")),
+               max_size=40))
 def test_text_standardize_matches_reference(text: str) -> None:
     assert text_standardize(text) == reference_text_standardize(text)
 

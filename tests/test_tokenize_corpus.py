@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +28,23 @@ def test_word_cache_gives_the_tokenizers_ids() -> None:
     for _ in range(2):  # cold, then from the cache
         got = encoder.encode_batch(TEXTS)
         assert [ids.tolist() for ids in got] == tokenizer.encode_batch(TEXTS)
+
+
+def test_word_cache_past_its_bound_starts_again(monkeypatch) -> None:
+    monkeypatch.setattr("gpt1.tokenize_corpus.MAX_CACHED_WORDS", 8)
+    tokenizer = _tokenizer()
+    encoder = WordCachedEncoder(tokenizer, np.dtype(np.uint16))
+    sizes, batch_words = [], []
+    for i in range(len(TEXTS)):
+        batch = pa.array(TEXTS[i:i + 2])
+        got = encoder.encode_batch(batch)
+        assert [ids.tolist() for ids in got] == tokenizer.encode_batch(batch.to_pylist())
+        sizes.append(len(encoder._words))
+        batch_words.append(len({w for t in TEXTS[i:i + 2] for w in t.split(" ")}))
+    # the cache started again at least once, and never held more than the bound but for the
+    # words of one batch, which it must hold
+    assert any(b < a for a, b in pairwise(sizes))
+    assert max(sizes) <= max(8, *batch_words)
 
 
 def test_tokenize_corpus_splits_in_order(tmp_path: Path) -> None:
