@@ -21,6 +21,8 @@ from torch import nn
 
 from gpt1.config import Family, FinetuneTrainParams, TaskParams
 from gpt1.device import autocast, configure_backends, resolve_device, resolve_dtype
+from gpt1.dropout import Dropout
+from gpt1.lm_loss import linear_cross_entropy
 from gpt1.model import GPT1
 from gpt1.optim import build_optimizer, build_scheduler
 from gpt1.progress import StepProgress
@@ -49,7 +51,7 @@ class TaskModel(nn.Module):
             raise ValueError(f"a multiple-choice head has 1 output per choice, not {n_outputs}")
         self.family = family
         self.trunk = trunk
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.head = nn.Linear(trunk.config.n_embd, n_outputs)
         # its own generator: the head is a function of `seed` alone, whatever ran before
         nn.init.normal_(self.head.weight, std=trunk.config.initializer_range,
@@ -99,8 +101,8 @@ def lm_loss_on_text(model: TaskModel, hidden: torch.Tensor, ids: torch.Tensor,
                     lengths: torch.Tensor) -> torch.Tensor:
     """L1: the mean loss of predicting every real token after the first, padding left out."""
     real = torch.arange(1, ids.shape[1], device=ids.device)[None, :] < lengths[:, None]
-    logits = model.trunk.lm_logits(hidden[:, :-1][real])
-    return F.cross_entropy(logits.float(), ids[:, 1:][real])
+    return linear_cross_entropy(hidden[:, :-1][real], model.trunk.tokens_embed.weight,
+                                ids[:, 1:][real])
 
 
 def _per_example(family: Family, examples: list[list[list[int]]]) -> int:

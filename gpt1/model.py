@@ -17,6 +17,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from gpt1.dropout import Dropout, dropout
+from gpt1.lm_loss import linear_cross_entropy
+
 
 @dataclass(frozen=True)
 class GPT1Config:
@@ -39,6 +42,18 @@ class GPT1Config:
         return cls(**json.loads(path.read_text()))
 
 
+def _causal_attention_with_dropout(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                                   p: float) -> torch.Tensor:
+    """What `scaled_dot_product_attention(..., is_causal=True, dropout_p=p)` computes on the CPU
+    (its CPU kernels cannot drop weights, so it falls back to these steps), with the weights'
+    dropout mask drawn by `gpt1.dropout`."""
+    t = q.shape[-2]
+    scores = (q @ k.transpose(-2, -1)) * (q.shape[-1] ** -0.5)
+    future = torch.ones(t, t, dtype=torch.bool, device=q.device).triu_(1)
+    weights = scores.masked_fill(future, float("-inf")).softmax(dim=-1)
+    return dropout(weights, p, training=True) @ v
+
+
 class CausalSelfAttention(nn.Module):
     def __init__(self, cfg: GPT1Config) -> None:
         super().__init__()
@@ -46,15 +61,17 @@ class CausalSelfAttention(nn.Module):
         self.attn_pdrop = cfg.attn_pdrop
         self.c_attn = nn.Linear(cfg.n_embd, 3 * cfg.n_embd)
         self.c_proj = nn.Linear(cfg.n_embd, cfg.n_embd)
-        self.resid_dropout = nn.Dropout(cfg.resid_pdrop)
+        self.resid_dropout = Dropout(cfg.resid_pdrop)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         b, t, c = x.shape
         q, k, v = self.c_attn(x).split(c, dim=2)
         q, k, v = (z.view(b, t, self.n_head, c // self.n_head).transpose(1, 2) for z in (q, k, v))
-        y = F.scaled_dot_product_attention(
-            q, k, v, is_causal=True, dropout_p=self.attn_pdrop if self.training else 0.0
-        )
+        if self.training and self.attn_pdrop > 0 and x.device.type == "cpu":
+            y = _causal_attention_with_dropout(q, k, v, self.attn_pdrop)
+        else:
+            y = F.scaled_dot_product_attention(
+                q, k, v, is_causal=True, dropout_p=self.attn_pdrop if self.training else 0.0)
         y = y.transpose(1, 2).contiguous().view(b, t, c)
         return self.resid_dropout(self.c_proj(y))
 
@@ -64,7 +81,7 @@ class MLP(nn.Module):
         super().__init__()
         self.c_fc = nn.Linear(cfg.n_embd, 4 * cfg.n_embd)
         self.c_proj = nn.Linear(4 * cfg.n_embd, cfg.n_embd)
-        self.dropout = nn.Dropout(cfg.resid_pdrop)
+        self.dropout = Dropout(cfg.resid_pdrop)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.dropout(self.c_proj(F.gelu(self.c_fc(x), approximate="tanh")))
@@ -93,7 +110,7 @@ class GPT1(nn.Module):
         self.config = cfg
         self.tokens_embed = nn.Embedding(cfg.vocab_size, cfg.n_embd)
         self.positions_embed = nn.Embedding(cfg.n_ctx, cfg.n_embd)
-        self.drop = nn.Dropout(cfg.embd_pdrop)
+        self.drop = Dropout(cfg.embd_pdrop)
         self.h = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
         self.apply(self._init_weights)
 
@@ -121,9 +138,8 @@ class GPT1(nn.Module):
     def lm_loss(self, input_ids: torch.Tensor, targets: torch.Tensor,
                 ignore_index: int = -100) -> torch.Tensor:
         """Mean cross-entropy of predicting `targets` (B, T) from `input_ids` (B, T)."""
-        logits = self.lm_logits(self(input_ids))
-        return F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(),
-                               ignore_index=ignore_index)
+        return linear_cross_entropy(self(input_ids), self.tokens_embed.weight, targets,
+                                    ignore_index)
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())

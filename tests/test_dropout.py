@@ -1,0 +1,66 @@
+"""gpt1.dropout and the CPU attention path that uses it: F.dropout's masks and scaling."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from gpt1.dropout import Dropout, dropout
+from gpt1.model import _causal_attention_with_dropout
+
+
+def test_drops_a_fraction_p_and_scales_the_rest() -> None:
+    torch.manual_seed(0)
+    x = torch.rand(1_000_000) + 1.0
+    y = dropout(x, 0.1, training=True)
+    dropped = (y == 0).float().mean().item()
+    assert abs(dropped - 0.1) < 0.002  # 1M Bernoulli(0.1) draws: sd 0.0003
+    kept = y != 0
+    torch.testing.assert_close(y[kept], x[kept] / 0.9)
+
+
+def test_masks_follow_torchs_seed() -> None:
+    x = torch.ones(64, 64)
+    torch.manual_seed(3)
+    first = dropout(x, 0.5, training=True)
+    torch.manual_seed(3)
+    again = dropout(x, 0.5, training=True)
+    assert torch.equal(first, again)
+    assert not torch.equal(again, dropout(x, 0.5, training=True))  # the next draw differs
+
+
+def test_gradient_is_the_mask() -> None:
+    torch.manual_seed(1)
+    x = torch.randn(32, 16, requires_grad=True)
+    y = dropout(x, 0.25, training=True)
+    y.sum().backward()
+    torch.testing.assert_close(x.grad, (y != 0).float() / 0.75)
+
+
+def test_identity_in_eval_and_at_zero_and_dtype_kept() -> None:
+    x = torch.randn(8, 8, dtype=torch.bfloat16)
+    module = Dropout(0.1).eval()
+    assert torch.equal(module(x), x)
+    assert torch.equal(dropout(x, 0.0, training=True), x)
+    assert dropout(x, 0.1, training=True).dtype == torch.bfloat16
+    assert torch.equal(dropout(x, 1.0, training=True), torch.zeros_like(x))
+
+
+def test_attention_steps_are_sdpas() -> None:
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 3, 10, 8) for _ in range(3))
+    want = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    torch.testing.assert_close(_causal_attention_with_dropout(q, k, v, 0.0), want)
+
+
+def test_attention_with_dropout_stays_causal() -> None:
+    q, k, v = (torch.randn(1, 2, 10, 8) for _ in range(3))
+    torch.manual_seed(5)
+    before = _causal_attention_with_dropout(q, k, v, 0.3)
+    k2, v2 = k.clone(), v.clone()
+    k2[..., 6:, :] += 1.0  # change the future of positions 0..5
+    v2[..., 6:, :] -= 1.0
+    torch.manual_seed(5)
+    after = _causal_attention_with_dropout(q, k2, v2, 0.3)
+    torch.testing.assert_close(after[..., :6, :], before[..., :6, :])
+    assert not torch.allclose(after[..., 6:, :], before[..., 6:, :])
