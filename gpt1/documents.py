@@ -36,13 +36,7 @@ def iter_text_arrays(corpus_dir: Path, batch_docs: int = 256) -> Iterator[pa.Str
         yield pa.concat_arrays(pending)
 
 
-def iter_text_batches(corpus_dir: Path, batch_docs: int = 256) -> Iterator[list[str]]:
-    """`iter_text_arrays` as lists of Python strings."""
-    for texts in iter_text_arrays(corpus_dir, batch_docs):
-        yield texts.to_pylist()
-
-
 def iter_texts(corpus_dir: Path, batch_docs: int = 256) -> Iterator[str]:
     """Stream the `text` column of every Parquet file in `corpus_dir`, in order."""
-    for batch in iter_text_batches(corpus_dir, batch_docs):
-        yield from batch
+    for texts in iter_text_arrays(corpus_dir, batch_docs):
+        yield from texts.to_pylist()

@@ -22,7 +22,6 @@ from torch import nn
 from gpt1.config import Family, FinetuneTrainParams, TaskParams
 from gpt1.device import autocast, configure_backends, resolve_device, resolve_dtype
 from gpt1.dropout import Dropout
-from gpt1.lm_loss import linear_cross_entropy
 from gpt1.model import GPT1
 from gpt1.optim import build_optimizer, build_scheduler
 from gpt1.progress import StepProgress
@@ -101,8 +100,7 @@ def lm_loss_on_text(model: TaskModel, hidden: torch.Tensor, ids: torch.Tensor,
                     lengths: torch.Tensor) -> torch.Tensor:
     """L1: the mean loss of predicting every real token after the first, padding left out."""
     real = torch.arange(1, ids.shape[1], device=ids.device)[None, :] < lengths[:, None]
-    return linear_cross_entropy(hidden[:, :-1][real], model.trunk.tokens_embed.weight,
-                                ids[:, 1:][real])
+    return model.trunk.lm_head_loss(hidden[:, :-1][real], ids[:, 1:][real])
 
 
 def _per_example(family: Family, examples: list[list[list[int]]]) -> int:

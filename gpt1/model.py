@@ -138,8 +138,13 @@ class GPT1(nn.Module):
     def lm_loss(self, input_ids: torch.Tensor, targets: torch.Tensor,
                 ignore_index: int = -100) -> torch.Tensor:
         """Mean cross-entropy of predicting `targets` (B, T) from `input_ids` (B, T)."""
-        return linear_cross_entropy(self(input_ids), self.tokens_embed.weight, targets,
-                                    ignore_index)
+        return self.lm_head_loss(self(input_ids), targets, ignore_index)
+
+    def lm_head_loss(self, hidden: torch.Tensor, targets: torch.Tensor,
+                     ignore_index: int = -100) -> torch.Tensor:
+        """Mean cross-entropy of `targets` (...) under `lm_logits(hidden)` (..., n_embd), computed
+        without the full logits (`gpt1.lm_loss`)."""
+        return linear_cross_entropy(hidden, self.tokens_embed.weight, targets, ignore_index)
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
