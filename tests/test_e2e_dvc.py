@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,7 @@ from dvc.repo import Repo
 
 from gpt1.config import load_params
 from gpt1.shards import sha256_file
-from tests.conftest import dvc, edit_params
+from tests.conftest import dvc, edit_params, run
 
 pytestmark = pytest.mark.e2e
 
@@ -38,6 +39,9 @@ def test_dvc_repro_end_to_end(tiny_repo: Path) -> None:
     assert len(outputs) >= 10
     for path in outputs:
         assert path.exists(), f"declared output {path} missing"
+    # the README's two commands in order: the pipeline's output folders (dvclive/ is also a
+    # package's name) must not change how the lint sorts imports
+    run([sys.executable, "-m", "ruff", "check", "--no-cache", "."], tiny_repo)
 
     report = (tiny_repo / "reports" / "summary.md").read_text()
     sst2 = metrics_of(tiny_repo, "sst2")
