@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
-from typing import Literal
+from pathlib import Path, PurePosixPath
+from typing import Annotated, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 DEFAULT_PARAMS = Path("params.yaml")
 _SUBKEY = re.compile(r"^[\w.]+: ")
@@ -17,9 +25,21 @@ class Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+def _inside_root(path: str) -> str:
+    """A path or glob under `ingest.root`: relative and never climbing out with `..`. A file
+    outside the root is not a DVC dependency of ingest, so edits to it would go unseen."""
+    if not path or Path(path).is_absolute() or ".." in PurePosixPath(path).parts:
+        raise ValueError(f"{path!r} must be a relative path inside ingest.root (no '..', not "
+                         "absolute): files outside the root are not tracked by DVC")
+    return path
+
+
+UnderRoot = Annotated[str, AfterValidator(_inside_root)]
+
+
 class IngestParams(Section):
     root: str
-    corpus: list[str] = Field(min_length=1)
+    corpus: list[UnderRoot] = Field(min_length=1)
     doc_chars: int = Field(gt=0)
     max_train_examples: int | None = Field(default=None, gt=0)
     max_dev_examples: int | None = Field(default=None, gt=0)
@@ -56,7 +76,17 @@ class ModelParams(Section):
         return self
 
 
-Device = str
+_DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?")
+
+
+def _device_name(name: str) -> str:
+    """What `gpt1.device.resolve_device` accepts; whether CUDA is there is checked at start."""
+    if not _DEVICE.fullmatch(name):
+        raise ValueError(f"{name!r} is not a device: use auto, cpu, cuda or cuda:N")
+    return name
+
+
+Device = Annotated[str, AfterValidator(_device_name)]
 Precision = Literal["auto", "fp32", "bf16"]
 
 
@@ -83,6 +113,13 @@ class PretrainParams(TrainingParams):
     keep_checkpoints: int = Field(ge=1)
     peak_tflops: float | None = Field(gt=0)
     compile: bool = False  # torch.compile the training step; off unless asked for
+
+    @model_validator(mode="after")
+    def _warmup_within_run(self) -> PretrainParams:
+        if self.warmup_steps > self.max_steps:
+            raise ValueError(f"warmup_steps: {self.warmup_steps} is more than max_steps "
+                             f"({self.max_steps}): the learning rate would never reach its peak")
+        return self
 
 
 class FinetuneKnobs(TrainingParams):
@@ -128,6 +165,17 @@ class TaskParams(Section):
     paper: dict[str, float] = Field(default_factory=dict)  # eval split -> the paper's metrics[0]
     glue: bool = False  # counted in the GLUE average
     overrides: dict[str, object] = Field(default_factory=dict)  # finetune.train keys
+
+    @field_validator("files")
+    @classmethod
+    def _files_under_root(cls, files: dict[str, str | list[str]]) -> dict[str, str | list[str]]:
+        for split, paths in files.items():
+            for path in [paths] if isinstance(paths, str) else paths:
+                try:
+                    _inside_root(path)
+                except ValueError as err:
+                    raise ValueError(f"{split}: {err}") from None
+        return files
 
     @model_validator(mode="after")
     def _consistent(self) -> TaskParams:
@@ -247,6 +295,7 @@ class ParamsError(ValueError):
 
 
 def _format_errors(path: Path, err: ValidationError) -> str:
+    """One line for one error (`params.yaml: model.n_embd: ...`), else a line per error."""
     lines = [f"{path}: {err.error_count()} invalid value(s)"]
     for e in err.errors():
         key = ".".join(str(part) for part in e["loc"])
@@ -259,6 +308,8 @@ def _format_errors(path: Path, err: ValidationError) -> str:
         else:
             got = "" if e["type"] == "missing" else f" (got {e['input']!r})"
             lines.append(f"  {key or '<root>'}: {e['msg']}{got}")
+    if len(lines) == 2:
+        return f"{path}: {lines[1].strip()}"
     return "\n".join(lines)
 
 
@@ -270,13 +321,41 @@ def parse_params(raw: object, path: Path = DEFAULT_PARAMS) -> Params:
         raise ParamsError(_format_errors(path, err)) from None
 
 
+def yaml_error(path: Path, err: Exception) -> ParamsError:
+    """One line for a YAML error of PyYAML or ruamel.yaml: `file:line:column: what`."""
+    mark = getattr(err, "problem_mark", None)
+    where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
+    # ruamel's duplicate-key problem quotes both values in full: a whole section, perhaps
+    problem = re.sub(r' with value ".*', "", getattr(err, "problem", None) or "")
+    what = ": ".join(filter(None, [getattr(err, "context", None), problem]))
+    return ParamsError(f"{where}: not valid YAML: {what or err}")
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, except that a key given twice in a mapping is an error (plain
+    PyYAML keeps the last silently; DVC, which reads the same file, refuses it)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen: set[object] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    "while constructing a mapping", node.start_mark,
+                    f"found duplicate key {key!r}", key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep)
+
+
 def load_params(path: Path | str = DEFAULT_PARAMS) -> Params:
     """Read and validate `params.yaml`."""
     path = Path(path)
     if not path.is_file():
         raise ParamsError(f"{path}: not found (run from the repository root or pass --params)")
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        raw = yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)
     except yaml.YAMLError as err:
-        raise ParamsError(f"{path}: not valid YAML: {err}") from None
+        raise yaml_error(path, err) from None
+    except UnicodeDecodeError as err:
+        raise ParamsError(f"{path}: not UTF-8 text (byte {err.start})") from None
     return parse_params(raw, path)

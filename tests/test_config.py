@@ -128,7 +128,67 @@ def test_for_task_applies_overrides(raw: dict) -> None:
 def test_wrong_override_value_names_file_and_key(raw: dict, tmp_path: Path) -> None:
     raw["tasks"]["sst2"]["overrides"] = {"lr": "fast"}
     message = _error(raw, tmp_path)
-    assert "  tasks.sst2.overrides.lr: Input should be a valid number" in message
+    assert "my-params.yaml: tasks.sst2.overrides.lr: Input should be a valid number" in message
+    assert "\n" not in message  # one error, one line
+
+
+@pytest.mark.parametrize("section", ["pretrain", "finetune.train"])
+@pytest.mark.parametrize("device", ["tpu", "gpu", "cuda:x", "CPU", ""])
+def test_unknown_device(raw: dict, tmp_path: Path, section: str, device: str) -> None:
+    node = raw
+    for part in section.split("."):
+        node = node[part]
+    node["device"] = device
+    assert f"{section}.device: {device!r} is not a device: use auto, cpu, cuda or cuda:N" in \
+        _error(raw, tmp_path)
+
+
+@pytest.mark.parametrize("device", ["auto", "cpu", "cuda", "cuda:1"])
+def test_known_devices(raw: dict, device: str) -> None:
+    raw["pretrain"]["device"] = device
+    assert parse_params(raw).pretrain.device == device
+
+
+def test_warmup_longer_than_the_run(raw: dict, tmp_path: Path) -> None:
+    raw["pretrain"]["warmup_steps"], raw["pretrain"]["max_steps"] = 400, 300
+    assert "pretrain.warmup_steps: 400 is more than max_steps (300)" in _error(raw, tmp_path)
+    raw["pretrain"]["warmup_steps"] = 300  # warming up for the whole run is allowed
+    assert parse_params(raw).pretrain.warmup_steps == 300
+
+
+@pytest.mark.parametrize("pattern", ["../extra/*.txt", "../../../etc/*.conf", "/etc/*.conf",
+                                     "corpus/../../x.txt"])
+def test_corpus_glob_outside_the_root(raw: dict, tmp_path: Path, pattern: str) -> None:
+    raw["ingest"]["corpus"] = ["corpus/*.txt", pattern]
+    message = _error(raw, tmp_path)
+    assert f"ingest.corpus.1: {pattern!r} must be a relative path inside ingest.root" in message
+
+
+@pytest.mark.parametrize("files", ["../glue/SST-2/train.tsv", ["a.tsv", "/data/b.tsv"]])
+def test_task_file_outside_the_root(raw: dict, tmp_path: Path, files: object) -> None:
+    raw["tasks"]["sst2"]["files"]["train"] = files
+    message = _error(raw, tmp_path)
+    assert "tasks.sst2.files.train: " in message and "inside ingest.root" in message
+
+
+def test_key_given_twice_is_refused(tmp_path: Path) -> None:
+    text = REPO_PARAMS.read_text(encoding="utf-8")
+    path = tmp_path / "params.yaml"
+    path.write_text(text + "model:\n  n_ctx: 64\n", encoding="utf-8")
+    with pytest.raises(ParamsError) as info:
+        load_params(path)
+    line = text.count("\n") + 1
+    assert str(info.value).startswith(f"{path}:{line}:1: not valid YAML: ")
+    assert "found duplicate key 'model'" in str(info.value)
+
+
+def test_yaml_syntax_error_names_the_line(tmp_path: Path) -> None:
+    path = tmp_path / "params.yaml"
+    path.write_text("ingest:\n  corpus: [a.txt\nclean: {}\n", encoding="utf-8")
+    with pytest.raises(ParamsError) as info:
+        load_params(path)
+    assert str(info.value).startswith(f"{path}:3:")
+    assert "\n" not in str(info.value)
 
 
 def test_registry_entries_are_consistent() -> None:

@@ -7,11 +7,11 @@ from importlib import resources
 from pathlib import Path
 
 import yaml
-from ruamel.yaml import YAML
+from ruamel.yaml import YAML, YAMLError
 from ruamel.yaml.comments import CommentedSeq
 
 from gpt1.atomic import atomic_file
-from gpt1.config import ParamsError, parse_params
+from gpt1.config import ParamsError, parse_params, yaml_error
 
 
 def available() -> list[str]:
@@ -54,7 +54,15 @@ def update_params(params_path: Path, overlay: dict) -> None:
         type(None), lambda r, _: r.represent_scalar("tag:yaml.org,2002:null", "null"))
     if not params_path.is_file():
         raise ParamsError(f"{params_path}: not found")
-    data = yaml_rt.load(params_path.read_text(encoding="utf-8"))
+    try:
+        data = yaml_rt.load(params_path.read_text(encoding="utf-8"))
+    except YAMLError as err:
+        raise yaml_error(params_path, err) from None
+    except UnicodeDecodeError as err:
+        raise ParamsError(f"{params_path}: not UTF-8 text (byte {err.start})") from None
+    if not isinstance(data, dict):
+        raise ParamsError(f"{params_path}: expected a mapping of sections, found "
+                          f"{type(data).__name__}")
     _overlay(data, overlay, "")
     parse_params(data, params_path)
     with atomic_file(params_path) as tmp, tmp.open("w", encoding="utf-8") as fh:
