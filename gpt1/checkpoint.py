@@ -3,38 +3,54 @@
 A checkpoint is one `torch.save` file holding only tensors, numbers, strings, lists and dicts, so
 `torch.load(weights_only=True)` reads it. It is written beside its final name, fsynced and renamed
 (`gpt1.atomic.atomic_file`), so a crash at any moment leaves the previous checkpoints intact.
+
+Runs of different settings keep their checkpoints apart (`CheckpointRuns`: one folder per settings
+fingerprint), so changing a knob never deletes another run's work.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import re
+import shutil
 import signal
+from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any
 
 import torch
 
-from gpt1.atomic import atomic_file
+from gpt1.atomic import atomic_file, write_text
 
 log = logging.getLogger("gpt1.checkpoint")
 
 FORMAT = 1
 _NAME = re.compile(r"^step-(\d{8})\.pt$")
+RUN_FILE = "run.json"  # in each run's folder: the settings its checkpoints were written under
+
+
+def settings_fingerprint(settings: dict[str, Any]) -> str:
+    """A digest of a run's settings (JSON-serialisable): equal settings, equal fingerprint."""
+    return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()
 
 
 class CheckpointStore:
     """Checkpoints of one run in `directory`, named by step; the newest `keep` are kept.
 
     `fingerprint` names everything that shapes the run's trajectory (model, data, optimiser
-    settings): a checkpoint written under another fingerprint is never resumed from.
+    settings): a checkpoint written under another fingerprint is never resumed from. With
+    `settings`, the first save also writes them to `run.json`, for people and `CheckpointRuns`.
     """
 
-    def __init__(self, directory: Path, fingerprint: str, keep: int = 2) -> None:
+    def __init__(self, directory: Path, fingerprint: str, keep: int = 2,
+                 settings: dict[str, Any] | None = None) -> None:
         if keep < 1:
             raise ValueError(f"keep must be at least 1, got {keep}")
         self.directory, self.fingerprint, self.keep = Path(directory), fingerprint, keep
+        self.settings = settings
 
     def paths(self) -> list[Path]:
         """Checkpoint files, oldest first."""
@@ -46,9 +62,19 @@ class CheckpointStore:
     def save(self, step: int, state: dict[str, Any]) -> Path:
         """Write `state` as the checkpoint of `step`, then drop all but the newest `keep`."""
         path = self.directory / f"step-{step:08d}.pt"
-        with atomic_file(path) as tmp:
-            torch.save({"format": FORMAT, "fingerprint": self.fingerprint, "step": step, **state},
-                       tmp)
+        if self.settings is not None and not (self.directory / RUN_FILE).is_file():
+            write_text(self.directory / RUN_FILE, json.dumps(self.settings, indent=2) + "\n")
+        try:
+            # to an open file, not a path: writing through Python, a full disk raises ENOSPC
+            # (torch's own file writer reports it as "unexpected pos 447296 vs 447188")
+            with atomic_file(path) as tmp, tmp.open("wb") as fh:
+                torch.save({"format": FORMAT, "fingerprint": self.fingerprint, "step": step,
+                            **state}, fh)
+        except (OSError, RuntimeError) as err:
+            cause = _os_error(err)
+            if cause is None:
+                raise
+            raise OSError(cause.errno, cause.strerror, str(path)) from None
         for old in self.paths()[:-self.keep]:
             old.unlink()
         return path
@@ -75,6 +101,96 @@ class CheckpointStore:
         """Remove every checkpoint (a fresh run must not leave a stale one newest)."""
         for path in self.paths():
             path.unlink()
+
+    def latest_step(self) -> int:
+        """The step of the newest checkpoint file (readable or not), 0 if there is none."""
+        paths = self.paths()
+        return int(_NAME.match(paths[-1].name).group(1)) if paths else 0
+
+
+def _os_error(err: BaseException | None) -> OSError | None:
+    """The OSError behind `err`: torch.save's zip writer fails again on closing after a write
+    failed, so the ENOSPC may be the context of a RuntimeError."""
+    while err is not None and not isinstance(err, OSError):
+        err = err.__context__
+    return err
+
+
+@dataclass(frozen=True)
+class StoredRun:
+    """Another run's checkpoint folder, with the settings its `run.json` records (None for a
+    folder without one)."""
+
+    store: CheckpointStore
+    settings: dict[str, Any] | None
+
+
+class CheckpointRuns:
+    """Checkpoint folders of every setting tried under `root`: `root/<fingerprint[:16]>/`.
+
+    A run with new settings starts its own folder beside the others; the others are kept (and
+    reported) unless `keep_other_runs` says how many of the most recent to keep.
+    """
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+
+    def store(self, settings: dict[str, Any], keep: int) -> CheckpointStore:
+        fingerprint = settings_fingerprint(settings)
+        return CheckpointStore(self.root / fingerprint[:16], fingerprint, keep, settings)
+
+    def others(self, current: CheckpointStore) -> list[StoredRun]:
+        """The other runs' folders that hold checkpoints, least recently written first."""
+        if not self.root.is_dir():
+            return []
+        runs = []
+        for folder in self.root.iterdir():
+            if not folder.is_dir() or folder == current.directory:
+                continue
+            store = CheckpointStore(folder, "", current.keep)
+            if store.paths():
+                run_file = folder / RUN_FILE
+                settings = json.loads(run_file.read_text()) if run_file.is_file() else None
+                runs.append(StoredRun(store, settings))
+        return sorted(runs, key=lambda run: run.store.paths()[-1].stat().st_mtime)
+
+    def file_loose_checkpoints(self) -> None:
+        """Move checkpoints lying directly in `root` (the layout before run folders) into the
+        folder of the fingerprint they were written under."""
+        for path in CheckpointStore(self.root, "").paths():
+            try:
+                fingerprint = torch.load(path, map_location="cpu", weights_only=True,
+                                         mmap=True)["fingerprint"]
+            except Exception as err:  # unreadable: leave it where it is, and say so
+                log.warning("%s: unreadable checkpoint left in place (%s)", path, err)
+                continue
+            folder = self.root / fingerprint[:16]
+            folder.mkdir(exist_ok=True)
+            path.rename(folder / path.name)
+            log.warning("%s: moved to %s (checkpoints now live in one folder per run)", path,
+                        folder)
+
+    def set_aside(self, current: CheckpointStore, keep_other_runs: int | None) -> None:
+        """Report the other runs' checkpoints, kept beside this run's; with `keep_other_runs`,
+        delete all but that many of the most recently written (saying which)."""
+        self.file_loose_checkpoints()
+        others = self.others(current)
+        doomed = others[:max(0, len(others) - keep_other_runs)] if keep_other_runs is not None \
+            else []
+        for run in doomed:
+            log.warning("%s: deleting the checkpoints of other settings (last step %d): "
+                        "pretrain.keep_other_runs is %d", run.store.directory,
+                        run.store.latest_step(), keep_other_runs)
+            shutil.rmtree(run.store.directory)
+        kept = [run for run in others if run not in doomed]
+        if kept:
+            size = sum(p.stat().st_size for run in kept for p in run.store.paths())
+            log.warning("checkpoints of %d run(s) with other settings are kept, not resumed "
+                        "(%.1f MB in %s; this run's are in %s); pretrain.keep_other_runs "
+                        "limits them: %s", len(kept), size / 1e6, self.root,
+                        current.directory.name,
+                        ", ".join(f"{run.store.directory.name} (step {run.store.latest_step()})"
+                                  for run in kept))
 
 
 class StopRequested(Exception):

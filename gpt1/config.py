@@ -111,6 +111,8 @@ class PretrainParams(TrainingParams):
     log_every: int = Field(gt=0)
     checkpoint_every: int = Field(gt=0)
     keep_checkpoints: int = Field(ge=1)
+    keep_other_runs: int | None = Field(default=None, ge=0)  # None: keep every other run's
+    extend: bool = False  # continue a run of the same settings but a smaller max_steps
     peak_tflops: float | None = Field(gt=0)
     compile: bool = False  # torch.compile the training step; off unless asked for
 

@@ -21,6 +21,7 @@ from torch import nn
 
 from gpt1.config import Family, FinetuneTrainParams, TaskParams
 from gpt1.device import autocast, configure_backends, resolve_device, resolve_dtype
+from gpt1.divergence import DivergenceGuard
 from gpt1.dropout import Dropout
 from gpt1.model import GPT1
 from gpt1.optim import build_optimizer, build_scheduler
@@ -177,6 +178,7 @@ def finetune(model: TaskModel, examples: list[list[list[int]]], targets: np.ndar
     started = time.perf_counter()
     smoothed = math.nan
     step = 0
+    guard = DivergenceGuard("finetune")
     with StepProgress("finetune", total, max(1, steps_per_epoch // 5), log) as progress:
         for epoch in range(cfg.epochs):
             epoch_losses = []
@@ -195,6 +197,7 @@ def finetune(model: TaskModel, examples: list[list[list[int]]], targets: np.ndar
                 scheduler.step()
                 step += 1
                 value = loss.item()
+                guard.check(step, value)
                 epoch_losses.append(value)
                 smoothed = value if math.isnan(smoothed) else 0.95 * smoothed + 0.05 * value
                 progress.update(step, loss=smoothed, epoch=epoch + 1)

@@ -19,9 +19,10 @@ from gpt1.checkpoint import CheckpointStore, StopRequested, StopSignals, rng_sta
 from gpt1.config import PretrainParams
 from gpt1.device import autocast, configure_backends, resolve_dtype, to_device
 from gpt1.distributed import SINGLE, Group
+from gpt1.divergence import DivergenceGuard
 from gpt1.flops import measure_peak_flops, training_flops_per_token
 from gpt1.model import GPT1
-from gpt1.optim import build_optimizer, build_scheduler
+from gpt1.optim import build_optimizer, build_scheduler, lr_factor
 from gpt1.progress import StepProgress
 
 log = logging.getLogger("gpt1.pretrain")
@@ -140,7 +141,7 @@ class _LMLoss(nn.Module):
 def pretrain(model: GPT1, train: list[np.ndarray], val: list[np.ndarray], cfg: PretrainParams,
              on_metrics: MetricsCallback | None = None,
              checkpoints: CheckpointStore | None = None,
-             group: Group = SINGLE) -> PretrainResult:
+             group: Group = SINGLE, extend: CheckpointStore | None = None) -> PretrainResult:
     """Train `model` in place for `cfg.max_steps` steps; `on_metrics(step, values)` sees the curves.
 
     With `checkpoints`, the run resumes from the newest checkpoint of the same settings, saves one
@@ -153,6 +154,13 @@ def pretrain(model: GPT1, train: list[np.ndarray], val: list[np.ndarray], cfg: P
     same batch, and DDP averages the gradients, so the run follows the one-process trajectory
     (to rounding; dropout draws differ). Only rank 0 calls `on_metrics`, shows progress and
     writes checkpoints; every process reads them to resume, and all stop at the same step.
+
+    With `extend` (the checkpoints of a run whose settings differ only in a smaller
+    `max_steps`) and none of its own, the run continues from that run's newest checkpoint
+    instead of starting afresh: the steps done keep the learning rates they had, and from the
+    resumed step on the rate follows this run's schedule (warmup, then decay to zero at this
+    `cfg.max_steps`), so a run stopped at the end of a cosine decay warms back up to the value
+    the longer schedule has at that step.
     """
     if cfg.batch_size % group.world_size:
         raise ValueError(f"pretrain.batch_size ({cfg.batch_size}) is the global batch: it must "
@@ -182,10 +190,20 @@ def pretrain(model: GPT1, train: list[np.ndarray], val: list[np.ndarray], cfg: P
     history = MetricsHistory()
     start, seconds, smoothed, val_loss = 0, 0.0, math.nan, math.nan
     state = checkpoints.latest() if checkpoints is not None else None
+    if state is None and extend is not None:
+        state = extend.latest()
+        if state is not None:
+            log.warning("extending the run in %s from its step %d to max_steps %d (the "
+                        "learning rate follows the schedule of %d steps from there)",
+                        extend.directory, state["step"], cfg.max_steps, cfg.max_steps)
     if state is not None:
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         scheduler.load_state_dict(state["scheduler"])
+        # this run's schedule sets the rate of the next step (a no-op unless extending)
+        for param_group, base_lr in zip(optimizer.param_groups, scheduler.base_lrs, strict=True):
+            param_group["lr"] = base_lr * lr_factor(state["step"], cfg.warmup_steps,
+                                                    cfg.max_steps, cfg.schedule)
         if len(state["rng"]) == group.world_size:
             set_rng_state(state["rng"][group.rank])
         else:
@@ -195,7 +213,7 @@ def pretrain(model: GPT1, train: list[np.ndarray], val: list[np.ndarray], cfg: P
         smoothed, val_loss = state["smoothed_loss"], state["val_loss"]
         history = MetricsHistory.from_state(state["history"])
         history.replay(report)
-        log.info("resumed from the checkpoint of step %d in %s", start, checkpoints.directory)
+        log.info("resumed from the checkpoint of step %d", start)
     starts = group.gather(start)  # also a barrier: all have read before rank 0 may clear
     if len(set(starts)) > 1:
         raise RuntimeError(f"the processes found checkpoints of different steps {starts}: "
@@ -223,6 +241,7 @@ def pretrain(model: GPT1, train: list[np.ndarray], val: list[np.ndarray], cfg: P
         step_loss = torch.compile(step_loss)
 
     seconds_before, started = seconds, time.perf_counter()
+    guard = DivergenceGuard("pretrain")
     with (StopSignals() if checkpoints is not None else contextlib.nullcontext()) as stop, \
             (StepProgress("pretrain", cfg.max_steps, cfg.log_every, log, start=start)
              if group.is_main else contextlib.nullcontext()) as progress:
@@ -238,8 +257,7 @@ def pretrain(model: GPT1, train: list[np.ndarray], val: list[np.ndarray], cfg: P
             scheduler.step()
 
             loss_value = group.mean(loss.item())
-            if not math.isfinite(loss_value):
-                raise FloatingPointError(f"pretrain: loss became {loss_value} at step {step + 1}")
+            guard.check(step + 1, loss_value)
             smoothed = loss_value if math.isnan(smoothed) else 0.9 * smoothed + 0.1 * loss_value
             done = step + 1
             values = {"train/loss": loss_value, "lr": scheduler.get_last_lr()[0]}

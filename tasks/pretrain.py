@@ -7,18 +7,21 @@ import hashlib
 import json
 import logging
 import shutil
+from typing import Any
 
 import torch
 from dvclive import Live
 
 from gpt1.atomic import atomic_dir, write_text
 from gpt1.bpe import Gpt1Tokenizer
-from gpt1.checkpoint import CheckpointStore, StopRequested
+from gpt1.checkpoint import CheckpointRuns, CheckpointStore, StopRequested
 from gpt1.config import Params
+from gpt1.device import resolve_device
 from gpt1.distributed import process_group
 from gpt1.model import GPT1, GPT1Config, save_model
 from gpt1.pretrain import pretrain
-from gpt1.shards import read_split, unigram_loss
+from gpt1.resources import FP32, check_disk, check_memory, parameter_count
+from gpt1.shards import read_verified_split, unigram_loss
 from tasks.paths import (
     BPE_DIR,
     PRETRAIN_CHECKPOINTS,
@@ -34,7 +37,10 @@ log = logging.getLogger("gpt1.pretrain")
 UNIGRAM_MARGIN = 0.1  # nats: closer than this to the unigram loss, context is barely used
 # Knobs that change neither the data nor the arithmetic of training: a checkpoint written under
 # other values of these is still resumed from.
-NOT_IN_FINGERPRINT = {"log_every", "checkpoint_every", "keep_checkpoints", "peak_tflops"}
+NOT_IN_FINGERPRINT = {"log_every", "checkpoint_every", "keep_checkpoints", "keep_other_runs",
+                      "peak_tflops"}
+# What `pretrain.extend` lets differ between a run and the shorter one it continues.
+BUDGET = ("max_steps", "extend")
 
 
 def model_config(params: Params, vocab_size: int) -> GPT1Config:
@@ -44,13 +50,40 @@ def model_config(params: Params, vocab_size: int) -> GPT1Config:
                       resid_pdrop=m.dropout)
 
 
-def run_fingerprint(params: Params, manifest_text: str) -> str:
-    """A digest of everything a pretraining trajectory depends on: model and training knobs and
-    the exact token shards (their manifest holds each shard's sha256)."""
-    knobs = {"model": params.model.model_dump(),
-             "pretrain": params.pretrain.model_dump(exclude=NOT_IN_FINGERPRINT),
-             "shards": hashlib.sha256(manifest_text.encode()).hexdigest()}
-    return hashlib.sha256(json.dumps(knobs, sort_keys=True).encode()).hexdigest()
+def run_settings(params: Params, manifest_text: str) -> dict[str, Any]:
+    """Everything a pretraining trajectory depends on: model and training knobs and the exact
+    token shards (their manifest holds each shard's sha256). Its digest names the run."""
+    return {"model": params.model.model_dump(),
+            "pretrain": params.pretrain.model_dump(exclude=NOT_IN_FINGERPRINT),
+            "shards": hashlib.sha256(manifest_text.encode()).hexdigest()}
+
+
+def _without_budget(settings: dict[str, Any]) -> dict[str, Any]:
+    return {**settings, "pretrain": {k: v for k, v in settings["pretrain"].items()
+                                     if k not in BUDGET}}
+
+
+def run_to_extend(runs: CheckpointRuns, ours: CheckpointStore) -> CheckpointStore | None:
+    """The run `pretrain.extend` continues: of the runs whose settings differ from ours only in
+    a smaller max_steps, the one that got furthest."""
+    assert ours.settings is not None
+    same = _without_budget(ours.settings)
+    shorter = [run.store for run in runs.others(ours)
+               if run.settings is not None and _without_budget(run.settings) == same
+               and run.settings["pretrain"]["max_steps"] < ours.settings["pretrain"]["max_steps"]]
+    return max(shorter, key=CheckpointStore.latest_step, default=None)
+
+
+def check_resources(params: Params, cfg: GPT1Config) -> None:
+    """Fail before allocating or training when the model cannot fit in memory, or its
+    checkpoints and outputs (with DVC's cached copy of the model) cannot fit on disk."""
+    check_memory(cfg, params.pretrain.batch_size, resolve_device(params.pretrain.device),
+                 "model and pretrain.batch_size")
+    weights = parameter_count(cfg) * FP32
+    checkpoint = 3 * weights  # the weights and Adam's two moments
+    need = (params.pretrain.keep_checkpoints + 1) * checkpoint + 2 * weights
+    check_disk(PRETRAIN_CHECKPOINTS, need, f"{params.pretrain.keep_checkpoints + 1} checkpoints "
+               "(pretrain.keep_checkpoints and the one being written) and the model")
 
 
 def run(params: Params) -> None:
@@ -61,22 +94,34 @@ def run(params: Params) -> None:
     if manifest["vocab_size"] != tokenizer.vocab_size:
         raise ValueError(f"{SHARDS_DIR}/manifest.json: vocab_size {manifest['vocab_size']} does "
                          f"not match {tokenizer_path} ({tokenizer.vocab_size}); re-run tokenize")
+    splits = manifest["splits"]
+    train = read_verified_split(SHARDS_DIR / "train", splits["train"]["shards"])
+    val = read_verified_split(SHARDS_DIR / "val", splits["val"]["shards"])
+    cfg = model_config(params, tokenizer.vocab_size)
+    check_resources(params, cfg)
     torch.manual_seed(params.pretrain.seed)
-    model = GPT1(model_config(params, tokenizer.vocab_size))
-    train, val = read_split(SHARDS_DIR / "train"), read_split(SHARDS_DIR / "val")
-    checkpoints = CheckpointStore(PRETRAIN_CHECKPOINTS, run_fingerprint(params, manifest_text),
-                                  keep=params.pretrain.keep_checkpoints)
+    model = GPT1(cfg)
+    runs = CheckpointRuns(PRETRAIN_CHECKPOINTS)
+    checkpoints = runs.store(run_settings(params, manifest_text),
+                             keep=params.pretrain.keep_checkpoints)
     # under torchrun every process trains its share of each batch; rank 0 alone writes
     with process_group(params.pretrain.device) as group, \
             (Live(dir=str(PRETRAIN_LIVE), save_dvc_exp=False, dvcyaml=None, report=None)
              if group.is_main else contextlib.nullcontext()) as live:
+        if group.is_main:
+            runs.set_aside(checkpoints, params.pretrain.keep_other_runs)
+        # after rank 0 has filed and pruned the folders, all continue the same run
+        extend = group.from_main(run_to_extend(runs, checkpoints) if params.pretrain.extend
+                                 and group.is_main else None)
+
         def on_metrics(step: int, values: dict[str, float]) -> None:
             live.step = step
             for name, value in values.items():
                 live.log_metric(name, value, plot=True)
 
         try:
-            result = pretrain(model, train, val, params.pretrain, on_metrics, checkpoints, group)
+            result = pretrain(model, train, val, params.pretrain, on_metrics, checkpoints, group,
+                              extend)
         except StopRequested as stop:
             if group.is_main:
                 log.warning("pretraining stopped: %s; run the stage again to resume from it",

@@ -3,15 +3,66 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import logging
 import os
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
+
+import yaml
 
 from gpt1.config import Params, ParamsError, load_params
 
 log = logging.getLogger("gpt1")
+
+# Failures retrying cannot mend: bad input or params, a loss gone non-finite, the disk or the
+# permissions. They exit 2 with one line; anything else is a bug and keeps its traceback.
+EXPECTED_FAILURES = (ParamsError, ValueError, FloatingPointError, OSError)
+NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
+
+
+def describe(err: BaseException) -> str:
+    """One line for an expected failure, naming the file where the error carries one."""
+    if isinstance(err, OSError) and err.errno in NO_SPACE:
+        where = f" writing {err.filename}" if err.filename else ""
+        return f"no space left on device{where}: free some space and run the stage again"
+    return str(err)
+
+
+def declared_params(dvc_yaml: Path, address: str) -> list[str]:
+    """The params keys dvc.yaml declares for the stage at `address` (`pretrain`,
+    `finetune@sst2`): the values DVC records in dvc.lock once the stage succeeds."""
+    name, _, key = address.partition("@")
+    stage = yaml.safe_load(dvc_yaml.read_text(encoding="utf-8"))["stages"].get(name)
+    if stage is None:
+        return []
+    body = stage["do"] if "foreach" in stage else stage
+    return [p.replace("${key}", key) for p in body.get("params", []) if isinstance(p, str)]
+
+
+def read_values(params_path: Path, keys: list[str]) -> dict[str, object]:
+    """`keys` (dotted) as params.yaml holds them now; a key that went missing reads None."""
+    raw = yaml.safe_load(params_path.read_text(encoding="utf-8"))
+    values: dict[str, object] = {}
+    for dotted in keys:
+        node: object = raw
+        for part in dotted.split("."):
+            node = node.get(part) if isinstance(node, dict) else None
+        values[dotted] = node
+    return values
+
+
+def check_params_unchanged(params_path: Path, before: dict[str, object]) -> None:
+    """Fail if a key the stage read changed while it ran: DVC reads params.yaml after the
+    command ends, and would record the new value beside outputs made with the old one."""
+    after = read_values(params_path, list(before))
+    changed = [key for key in before if after[key] != before[key]]
+    if changed:
+        raise ParamsError(f"{params_path}: {', '.join(changed)} changed while the stage ran; its "
+                          "outputs were made with the values it read at the start, so it fails "
+                          "rather than let dvc.lock record the new ones: run it again")
 
 
 def main(name: str, run: Callable[..., None], argv: list[str] | None = None,
@@ -28,10 +79,17 @@ def main(name: str, run: Callable[..., None], argv: list[str] | None = None,
                         format="%(asctime)s %(name)s %(message)s", datefmt="%H:%M:%S",
                         stream=sys.stderr)
     started = time.perf_counter()
+    params_path = Path(args.pop("params"))
+    # run by DVC (which names the stage in DVC_STAGE): guard what dvc.lock will record
+    address, dvc_root = os.environ.get("DVC_STAGE"), os.environ.get("DVC_ROOT")
     try:
-        params: Params = load_params(args.pop("params"))
+        params: Params = load_params(params_path)
+        keys = (declared_params(Path(dvc_root) / "dvc.yaml", address)
+                if address and dvc_root else [])
+        read_at_start = read_values(params_path, keys)
         run(params, **args)
-    except (ParamsError, FileNotFoundError, ValueError) as err:  # bad input, not a bug
-        log.error("stage %s failed: %s", name, err)
+        check_params_unchanged(params_path, read_at_start)
+    except EXPECTED_FAILURES as err:
+        log.error("stage %s failed: %s", name, describe(err))
         sys.exit(2)
     log.info("stage %s done in %.1fs", name, time.perf_counter() - started)

@@ -6,7 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -32,10 +32,39 @@ def shared_data() -> Path:
     """`../shared/data`; under CI=true its absence fails the test instead of skipping it."""
     if not (SHARED_DATA / "glue" / "SST-2" / "train.tsv").is_file():
         message = f"real data not found at {SHARED_DATA} (set GPT1_SHARED_DATA)"
-        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+        if _in_ci():
             pytest.fail(message)
         pytest.skip(message)
     return SHARED_DATA
+
+
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+@pytest.fixture()
+def small_disk(tmp_path: Path) -> Iterator[Callable[[int], Path]]:
+    """`small_disk(kib)`: a new file system of that size (a tmpfs, mounted as root) on which a
+    write fails with ENOSPC as on a full disk. Without the right to mount it skips, except under
+    CI=true, where that fails the test."""
+    mounts: list[Path] = []
+
+    def mount(kib: int) -> Path:
+        point = tmp_path / f"disk{len(mounts)}"
+        point.mkdir()
+        proc = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={kib}k", "tmpfs", str(point)],
+                              capture_output=True, text=True)
+        if proc.returncode:
+            message = f"cannot mount a small tmpfs to fill ({proc.stderr.strip()})"
+            if _in_ci():
+                pytest.fail(message)
+            pytest.skip(message)
+        mounts.append(point)
+        return point
+
+    yield mount
+    for point in mounts:
+        subprocess.run(["umount", "-l", str(point)], check=False)
 
 
 def run(cmd: list[str], cwd: Path, env: dict[str, str] | None = None,

@@ -2,16 +2,30 @@
 
 from __future__ import annotations
 
+import errno
+import io
+import json
 import logging
 import os
 import pickle
 import signal
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import torch
 
-from gpt1.checkpoint import CheckpointStore, StopRequested, StopSignals, rng_state, set_rng_state
+from gpt1.checkpoint import (
+    RUN_FILE,
+    CheckpointRuns,
+    CheckpointStore,
+    StopRequested,
+    StopSignals,
+    rng_state,
+    set_rng_state,
+    settings_fingerprint,
+)
 
 
 def _state(value: float) -> dict[str, object]:
@@ -80,15 +94,79 @@ def test_a_failed_write_leaves_the_previous_checkpoint(tmp_path: Path,
     store = CheckpointStore(tmp_path, "abc")
     store.save(1, _state(1.0))
 
-    def crash(obj: object, f: object) -> None:
-        Path(f).write_bytes(b"partial")
-        raise OSError("disk full")
+    def crash(obj: object, f: io.BufferedWriter) -> None:
+        f.write(b"partial")
+        raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(torch, "save", crash)
-    with pytest.raises(OSError, match="disk full"):
+    with pytest.raises(OSError) as info:
         store.save(2, _state(2.0))
+    assert info.value.errno == errno.ENOSPC
+    assert info.value.filename == str(tmp_path / "step-00000002.pt")  # the file is named
     assert [p.name for p in tmp_path.iterdir()] == ["step-00000001.pt"]
     assert store.latest()["step"] == 1
+
+
+def test_a_full_disk_is_reported_as_such(small_disk: Callable[[int], Path]) -> None:
+    """torch.save to a path reports a full disk as `unexpected pos 447296 vs 447188`; the store
+    says ENOSPC with the checkpoint's path, and keeps the checkpoint before it."""
+    disk = small_disk(64)
+    store = CheckpointStore(disk, "abc")
+    store.save(1, {"w": torch.zeros(100)})
+    with pytest.raises(OSError) as info:
+        store.save(2, {"w": torch.zeros(100_000)})
+    assert info.value.errno == errno.ENOSPC
+    assert info.value.filename == str(disk / "step-00000002.pt")
+    assert [p.name for p in disk.iterdir()] == ["step-00000001.pt"]
+    assert store.latest()["step"] == 1
+
+
+def _settings(max_steps: int) -> dict[str, object]:
+    return {"model": {"n_embd": 8}, "pretrain": {"lr": 0.1, "max_steps": max_steps}}
+
+
+def test_each_setting_has_its_folder_with_its_settings(tmp_path: Path) -> None:
+    runs = CheckpointRuns(tmp_path)
+    store = runs.store(_settings(10), keep=2)
+    assert store.fingerprint == settings_fingerprint(_settings(10))
+    assert store.directory == tmp_path / store.fingerprint[:16]
+    store.save(3, _state(3.0))
+    assert json.loads((store.directory / RUN_FILE).read_text()) == _settings(10)
+    assert runs.store(_settings(10), keep=2).latest()["step"] == 3
+    assert runs.store(_settings(20), keep=2).latest() is None
+
+
+def test_other_runs_are_kept_and_reported(tmp_path: Path,
+                                          caplog: pytest.LogCaptureFixture) -> None:
+    runs = CheckpointRuns(tmp_path)
+    for steps in (10, 20, 30):
+        runs.store(_settings(steps), keep=2).save(steps, _state(steps))
+        time.sleep(0.01)  # distinct modification times: 10 is the least recent
+    current = runs.store(_settings(40), keep=2)
+    with caplog.at_level(logging.WARNING, logger="gpt1.checkpoint"):
+        runs.set_aside(current, keep_other_runs=None)
+    assert "checkpoints of 3 run(s) with other settings are kept" in caplog.text
+    assert [run.settings for run in runs.others(current)] == [_settings(s) for s in (10, 20, 30)]
+
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="gpt1.checkpoint"):
+        runs.set_aside(current, keep_other_runs=1)
+    oldest = [runs.store(_settings(s), keep=2).directory for s in (10, 20)]
+    for folder in oldest:
+        assert f"{folder}: deleting the checkpoints of other settings" in caplog.text
+        assert not folder.exists()
+    assert [run.settings for run in runs.others(current)] == [_settings(30)]
+
+
+def test_loose_checkpoints_of_the_old_layout_are_filed(tmp_path: Path,
+                                                       caplog: pytest.LogCaptureFixture) -> None:
+    CheckpointStore(tmp_path, "f" * 64).save(5, _state(5.0))
+    runs = CheckpointRuns(tmp_path)
+    with caplog.at_level(logging.WARNING, logger="gpt1.checkpoint"):
+        runs.set_aside(runs.store(_settings(10), keep=2), keep_other_runs=None)
+    assert not list(tmp_path.glob("*.pt"))
+    assert CheckpointStore(tmp_path / ("f" * 16), "f" * 64).latest()["step"] == 5
+    assert "moved to" in caplog.text
 
 
 def test_missing_directory_has_no_checkpoint(tmp_path: Path) -> None:

@@ -56,11 +56,13 @@ def _inputs(root: Path) -> int:
     tokenizer.save(str(root / "shared/bpe/tokenizer.json"))
     vocab = tokenizer.get_vocab_size()
     ids = np.random.default_rng(0)
+    splits = {}
     for split, tokens in (("train", 3000), ("val", 500)):
         writer = ShardWriter(root / "shared/shards" / split, np.dtype(np.uint16), 2000)
         writer.append(ids.integers(0, vocab, tokens).astype(np.uint16))
-        writer.close()
-    (root / "shared/shards/manifest.json").write_text(json.dumps({"vocab_size": vocab}))
+        splits[split] = {"tokens": tokens, "shards": [vars(info) for info in writer.close()]}
+    manifest = {"vocab_size": vocab, "splits": splits}  # what pretraining checks the shards by
+    (root / "shared/shards/manifest.json").write_text(json.dumps(manifest))
     (root / "shared/checkpoints").mkdir()
     (root / "params.yaml").write_bytes((REPO / "params.yaml").read_bytes())
     update_params(root / "params.yaml", nest(KNOBS))
@@ -128,8 +130,9 @@ def test_two_processes_follow_the_one_process_trajectory(tmp_path: Path) -> None
             "metrics/pretrain.json"} <= written
     assert any(path.startswith("dvclive/pretrain/") for path in written)
     assert json.loads((rank0 / "metrics/pretrain.json").read_text())["steps"] == STEPS
-    assert sorted(p.name for p in (tmp_path / "shared/checkpoints/pretrain").iterdir()) == [
-        "step-00000005.pt", "step-00000010.pt"]
+    [run] = (tmp_path / "shared/checkpoints/pretrain").iterdir()  # one folder: one setting
+    assert sorted(p.name for p in run.iterdir()) == [
+        "run.json", "step-00000005.pt", "step-00000010.pt"]
 
 
 def test_batch_must_split_evenly_over_the_processes() -> None:

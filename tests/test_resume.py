@@ -18,6 +18,7 @@ from safetensors.torch import load_file
 from gpt1.checkpoint import CheckpointStore, StopRequested
 from gpt1.config import PretrainParams
 from gpt1.model import GPT1, GPT1Config
+from gpt1.optim import lr_factor
 from gpt1.pretrain import pretrain
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -93,6 +94,33 @@ def test_other_settings_start_afresh(tmp_path: Path) -> None:
     pretrain(_model(), train, val, _cfg(), checkpoints=CheckpointStore(tmp_path, "lr=1"))
     result = pretrain(_model(), train, val, _cfg(), checkpoints=CheckpointStore(tmp_path, "lr=2"))
     assert result.resumed_from == 0
+
+
+def test_extend_continues_a_shorter_run_under_the_longer_schedule(tmp_path: Path) -> None:
+    train, val = _data()
+    short_cfg, long_cfg = _cfg().model_copy(update={"max_steps": 10}), _cfg()
+    short = CheckpointStore(tmp_path / "short", "short")
+    short_model = _model()
+    short_seen: list[tuple[int, dict[str, float]]] = []
+    pretrain(short_model, train, val, short_cfg, lambda s, v: short_seen.append((s, v)), short)
+    assert short_seen[-1][1]["lr"] == pytest.approx(0.0, abs=1e-12)  # cosine ends at zero
+
+    longer = CheckpointStore(tmp_path / "long", "long")
+    seen: list[tuple[int, dict[str, float]]] = []
+    result = pretrain(_model(seed=9), train, val, long_cfg, lambda s, v: seen.append((s, v)),
+                      longer, extend=short)
+    assert result.resumed_from == 10 and result.steps == STEPS
+    assert seen[:10] == short_seen  # the short run's curves, replayed
+    # from step 10 on, the rate is the 20-step schedule's: back up from zero, then decaying
+    for step, values in seen[10:]:
+        expected = long_cfg.lr * lr_factor(step, long_cfg.warmup_steps, STEPS, "cosine")
+        assert values["lr"] == pytest.approx(expected, rel=1e-12), step
+    assert seen[10][1]["lr"] > 0.1 * long_cfg.lr
+    assert [p.name for p in short.paths()] == ["step-00000009.pt", "step-00000010.pt"]  # kept
+
+    # the extended run has checkpoints of its own now: a rerun resumes from those
+    again = pretrain(_model(), train, val, long_cfg, checkpoints=longer, extend=short)
+    assert again.resumed_from == STEPS
 
 
 CHILD = textwrap.dedent("""

@@ -9,7 +9,15 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from gpt1.shards import ShardInfo, ShardWriter, read_shard, read_split, sha256_file, token_dtype
+from gpt1.shards import (
+    ShardInfo,
+    ShardWriter,
+    read_shard,
+    read_split,
+    read_verified_split,
+    sha256_file,
+    token_dtype,
+)
 
 UINT16 = np.dtype(np.uint16)
 
@@ -118,3 +126,39 @@ def test_token_counts_and_unigram_loss() -> None:
     val = [np.array([0, 1, 2], np.uint16)]
     expected = -(2 * np.log(3 / 7) + np.log(1 / 7)) / 3
     assert unigram_loss(train, val, 3) == pytest.approx(expected)
+
+
+def _written_split(tmp_path: Path) -> tuple[Path, list[dict]]:
+    split = tmp_path / "shards" / "train"
+    writer = ShardWriter(split, np.dtype(np.uint16), 100)
+    writer.append(np.arange(250, dtype=np.uint16))
+    return split, [vars(info) for info in writer.close()]
+
+
+def test_verified_split_reads_the_shards_the_manifest_lists(tmp_path: Path) -> None:
+    split, listed = _written_split(tmp_path)
+    shards = read_verified_split(split, listed)
+    assert [len(s) for s in shards] == [100, 100, 50]
+    assert np.array_equal(np.concatenate(shards), np.arange(250))
+
+
+def test_a_shard_changed_after_tokenize_is_refused(tmp_path: Path) -> None:
+    split, listed = _written_split(tmp_path)
+    path = split / "00001.arrow"
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # a token overwritten in place: same size, other ids
+    path.write_bytes(bytes(data))
+    with pytest.raises(ValueError, match=r"00001\.arrow: contents differ from the sha256 in "
+                                         r".*manifest\.json.*run the tokenize stage again"):
+        read_verified_split(split, listed)
+
+
+@pytest.mark.parametrize("change", ["remove", "add"])
+def test_a_shard_missing_or_added_is_refused(tmp_path: Path, change: str) -> None:
+    split, listed = _written_split(tmp_path)
+    if change == "remove":
+        (split / "00002.arrow").unlink()
+    else:
+        (split / "00003.arrow").write_bytes((split / "00002.arrow").read_bytes())
+    with pytest.raises(ValueError, match=r"shards differ from .*manifest\.json"):
+        read_verified_split(split, listed)

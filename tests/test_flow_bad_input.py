@@ -1,0 +1,32 @@
+"""A flow run that meets bad input fails at once, saying why: the stage is not retried."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from flows.dag import run_order
+from tests.conftest import copy_repo, edit_params, run
+
+pytestmark = pytest.mark.e2e
+
+
+def test_bad_input_fails_the_flow_without_retries(tmp_path: Path) -> None:
+    repo = copy_repo(tmp_path / "repo")
+    edit_params(repo, **{"ingest.corpus": ["missing/*.txt"], "flows.retries": 2,
+                         "flows.retry_delay_seconds": 0})
+    proc = run([sys.executable, "-m", "flows.full_pipeline"], repo, check=False,
+               env={"PREFECT_HOME": str(tmp_path / "prefect"), "PREFECT_API_URL": ""})
+    log = proc.stdout + proc.stderr
+    assert proc.returncode != 0, log
+    assert log.count("Running stage 'ingest'") == 1, log  # run once, not retried
+    why = "no corpus file under gpt1/sample_data matches ingest.corpus ['missing/*.txt']"
+    failed = f"StageFailed: stage ingest failed with exit code 2: {why}"
+    assert "Task run 'ingest' - Finished in state Failed(" in log, log
+    assert f"Task run encountered an exception {failed}" in log, log  # the task run's state
+    assert f"Flow run encountered an exception: {failed}" in log, log  # the flow run's
+    for later in run_order(repo)[1:]:
+        assert f"Task run '{later}'" not in log, log
+    assert not (repo / "dvc.lock").exists()  # DVC recorded no stage
