@@ -10,6 +10,12 @@ _END = re.compile(r"^\*\*\* ?END OF (THIS|THE) PROJECT GUTENBERG.*$", re.MULTILI
 _BLANK_LINES = re.compile(r"\n[ \t]*\n+")
 # Boilerplate paragraphs inside the markers: the transcriber's credit and the closing line.
 _BOILERPLATE = re.compile(r"^(Produced by |End of (the )?Project Gutenberg)", re.I)
+# Where a paragraph too long for a document is cut: at a space after a sentence's end (closing
+# quotes or a bracket may follow the stop), else at any space. Matched from a piece's start,
+# each runs to just past the last such space in reach.
+_SENTENCE_END = re.compile(r".*(?:(?<=[.!?])|(?<=[.!?][\"'\u201d\u2019)\]]))\s", re.S)
+_SPACE = re.compile(r".*\s", re.S)
+_NON_SPACE = re.compile(r"\S")
 
 
 def strip_gutenberg(text: str) -> str:
@@ -32,10 +38,27 @@ def paragraphs(text: str) -> Iterator[str]:
             yield para
 
 
+def _cut(para: str, start: int, limit: int, fallback: bool) -> int | None:
+    """Where the piece of `para` from `start` (not a space) ends, at most `limit` characters on:
+    at the last sentence end in reach; failing that, with `fallback`, at the last space, else
+    `limit` characters on; without, nowhere (None)."""
+    patterns = (_SENTENCE_END, _SPACE) if fallback else (_SENTENCE_END,)
+    for pattern in patterns:
+        match = pattern.match(para, start + 1, start + limit + 1)
+        if match:
+            return match.end() - 1
+    return start + limit if fallback else None
+
+
 def split_documents(text: str, doc_chars: int) -> list[str]:
     """Group a book's paragraphs, in order, into documents of at least `doc_chars` characters.
 
-    The last document takes the remainder; paragraphs stay whole and are joined by newlines.
+    The last document takes the remainder; paragraphs stay whole and are joined by newlines. A
+    paragraph longer than `doc_chars` (a whole book, where it has no blank lines) is the
+    exception: it is cut into pieces that each fill a document up to `doc_chars`, and its
+    remainder is grouped as a paragraph. A piece ends at a sentence end; one that starts a
+    document falls back to a space, then to a hard cut, where no sentence end is in reach (a
+    document already begun is closed instead).
     """
     docs: list[str] = []
     current: list[str] = []
@@ -43,6 +66,15 @@ def split_documents(text: str, doc_chars: int) -> list[str]:
     for para in paragraphs(strip_gutenberg(text)):
         if _BOILERPLATE.match(para):
             continue
+        start = 0  # offsets, not slices: a book of one paragraph is cut thousands of times
+        while len(para) - start > doc_chars:
+            cut = _cut(para, start, doc_chars - size, fallback=not current)
+            if cut is not None:
+                current.append(para[start:cut].rstrip())
+                start = _NON_SPACE.search(para, cut).start()  # paragraphs end in a non-space
+            docs.append("\n".join(current))
+            current, size = [], 0
+        para = para[start:]
         current.append(para)
         size += len(para) + 1
         if size >= doc_chars:

@@ -74,8 +74,15 @@ class Gpt1Tokenizer:
     def load(cls, path: Path | str) -> Gpt1Tokenizer:
         path = Path(path)
         if not path.is_file():
-            raise FileNotFoundError(f"{path}: tokenizer not found (run the bpe stage first)")
-        return cls(Tokenizer.from_file(str(path)))
+            raise FileNotFoundError(f"{path}: tokenizer not found")
+        try:
+            backend = Tokenizer.from_file(str(path))
+        except Exception as err:  # the Rust library raises a bare Exception for any bad file
+            raise ValueError(f"{path}: not a tokenizer file ({err})") from None
+        try:
+            return cls(backend)
+        except ValueError as err:
+            raise ValueError(f"{path}: {err}") from None
 
     def encode(self, text: str) -> list[int]:
         return self.backend.encode(text, add_special_tokens=False).ids

@@ -147,10 +147,11 @@ class CheckpointRuns:
         for folder in self.root.iterdir():
             if not folder.is_dir() or folder == current.directory:
                 continue
-            store = CheckpointStore(folder, "", current.keep)
+            run_file = folder / RUN_FILE
+            settings = json.loads(run_file.read_text()) if run_file.is_file() else None
+            fingerprint = settings_fingerprint(settings) if settings is not None else ""
+            store = CheckpointStore(folder, fingerprint, current.keep, settings)
             if store.paths():
-                run_file = folder / RUN_FILE
-                settings = json.loads(run_file.read_text()) if run_file.is_file() else None
                 runs.append(StoredRun(store, settings))
         return sorted(runs, key=lambda run: run.store.paths()[-1].stat().st_mtime)
 

@@ -10,6 +10,8 @@ import typer
 from gpt1.config import ParamsError
 from gpt1.presets import apply_preset, available, parse_assignments, update_params
 
+FORCE_HELP = "replace --out even if it holds files this command does not write"
+
 app = typer.Typer(no_args_is_help=True, add_completion=False,
                   help="GPT-1 pretraining and fine-tuning pipeline.")
 
@@ -78,12 +80,13 @@ def generate(
 def export_hf(
     model: Annotated[Path, typer.Option(help="our model directory (e.g. artifacts/pretrain)")],
     out: Annotated[Path, typer.Option(help="the HuggingFace directory to write")],
+    force: Annotated[bool, typer.Option(help=FORCE_HELP)] = False,
 ) -> None:
     """Write a model as a HuggingFace OpenAIGPTLMHeadModel directory (from_pretrained loads it)."""
     from gpt1 import hf
 
     try:
-        hf.export_hf(model, out)
+        hf.export_hf(model, out, force)
     except (FileNotFoundError, ValueError) as err:
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(2) from None
@@ -95,12 +98,13 @@ def import_hf(
     hf_dir: Annotated[Path, typer.Option("--hf", help="a HuggingFace openai-gpt directory "
                                                       "(config.json and model weights)")],
     out: Annotated[Path, typer.Option(help="our model directory to write")],
+    force: Annotated[bool, typer.Option(help=FORCE_HELP)] = False,
 ) -> None:
     """Convert a HuggingFace openai-gpt checkpoint (bare, LM head or double heads) to ours."""
     from gpt1 import hf
 
     try:
-        ignored = hf.import_hf(hf_dir, out)
+        ignored = hf.import_hf(hf_dir, out, force)
     except (FileNotFoundError, ValueError) as err:
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(2) from None
@@ -118,12 +122,13 @@ def import_openai(
     n_ctx: Annotated[int, typer.Option(min=1, help="positions to keep (at most 512)")] = 512,
     n_head: Annotated[int, typer.Option(min=1, help="attention heads (not in the release)")] = 12,
     seed: Annotated[int, typer.Option(help="seed of the new special-token rows")] = 0,
+    force: Annotated[bool, typer.Option(help=FORCE_HELP)] = False,
 ) -> None:
     """Import OpenAI's released GPT-1 weights and BPE as a model directory (for generate)."""
     from gpt1.openai_release import import_release
 
     try:
-        cfg = import_release(release, out, n_ctx=n_ctx, n_head=n_head, seed=seed)
+        cfg = import_release(release, out, n_ctx=n_ctx, n_head=n_head, seed=seed, force=force)
     except (FileNotFoundError, ValueError) as err:
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(2) from None

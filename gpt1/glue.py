@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import csv
 import math
+import re
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -42,18 +44,48 @@ class Header:
         return position
 
 
+def _not_utf8(path: Path) -> DataFormatError:
+    """The error for a file that does not decode as UTF-8: its first bad byte, by line and by
+    offset from the start of the file (a line break never falls inside a UTF-8 character, so
+    the lines decode one by one)."""
+    offset = 0
+    with path.open("rb") as fh:
+        for line, raw in enumerate(fh, start=1):
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                return DataFormatError(f"{path}:{line}: not UTF-8 text (byte {offset + err.start}"
+                                       f": {raw[err.start]:#04x})")
+            offset += len(raw)
+    return DataFormatError(f"{path}: not UTF-8 text")  # it changed since it failed to decode
+
+
+@contextmanager
+def utf8_errors(path: Path) -> Iterator[None]:
+    """Reading `path` as UTF-8 in this block: a byte that does not decode raises a
+    DataFormatError naming the line and byte offset of the first one."""
+    try:
+        yield
+    except UnicodeDecodeError:
+        raise _not_utf8(path) from None
+
+
 def _rows(path: Path, tsv: bool) -> Iterator[Row]:
     """Non-blank rows; a UTF-8 byte-order mark is tolerated. TSVs are read with quoting off:
     GLUE sentences hold literal `"` characters, which default CSV quoting would take for quotes
-    and merge rows over. CSVs (Story Cloze) are quoted the standard way."""
-    dialect = {"delimiter": "\t", "quoting": csv.QUOTE_NONE} if tsv else {}
-    with path.open(encoding="utf-8-sig", newline="") as fh:
+    and merge rows over. CSVs (Story Cloze) are quoted the standard way, strictly: a quote left
+    open would otherwise swallow the rows after it into one field."""
+    dialect = {"delimiter": "\t", "quoting": csv.QUOTE_NONE} if tsv else {"strict": True}
+    with path.open(encoding="utf-8-sig", newline="") as fh, utf8_errors(path):
         reader = csv.reader(fh, **dialect)
         line = 1
-        for fields in reader:
-            if fields:
-                yield Row(line, fields)
-            line = reader.line_num + 1  # a quoted CSV field may span lines
+        try:
+            for fields in reader:
+                if fields:
+                    yield Row(line, fields)
+                line = reader.line_num + 1  # a quoted CSV field may span lines
+        except csv.Error as err:  # a quote left open, a field past csv's size limit
+            raise DataFormatError(f"{path}:{line}: {err}") from None
 
 
 def _checked(path: Path, rows: Iterator[Row], columns: int) -> Iterator[Row]:
@@ -95,20 +127,19 @@ def parse_label(where: str, value: str, labels: Sequence[str]) -> int:
         raise DataFormatError(f"{where}: label {value!r} is not one of {list(labels)}") from None
 
 
-def parse_score(where: str, value: str) -> float:
-    """A finite number (a regression target such as STS-B's similarity)."""
+def parse_score(where: str, value: str, low: float, high: float) -> float:
+    """A number from `low` to `high` (a regression target such as STS-B's similarity, 0 to 5)."""
     try:
         score = float(value)
     except ValueError:
         score = math.nan
-    if not math.isfinite(score):
-        raise DataFormatError(f"{where}: score {value!r} is not a finite number")
+    if not low <= score <= high:  # nan fails every comparison
+        raise DataFormatError(f"{where}: score {value!r} is not a number from {low:g} to {high:g}")
     return score
 
 
 def parse_index(where: str, value: str) -> int:
-    """A release's own example index (GLUE's `index` column)."""
-    try:
-        return int(value)
-    except ValueError:
-        raise DataFormatError(f"{where}: index {value!r} is not an integer") from None
+    """A release's own example index (GLUE's `index`, QQP's `id`): a whole number from 0."""
+    if not re.fullmatch(r"[0-9]+", value):
+        raise DataFormatError(f"{where}: index {value!r} is not a whole number from 0")
+    return int(value)

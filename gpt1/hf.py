@@ -11,6 +11,7 @@ Nothing here imports transformers; loading executes no code (JSON, safetensors, 
 from __future__ import annotations
 
 import json
+import pickle
 import re
 import shutil
 from pathlib import Path
@@ -18,8 +19,8 @@ from typing import Any
 
 import torch
 
-from gpt1.atomic import atomic_dir
-from gpt1.model import GPT1, GPT1Config, load_model, save_model, save_safetensors
+from gpt1.atomic import atomic_dir, check_replaceable
+from gpt1.model import GPT1, GPT1Config, load_model, load_safetensors, save_model, save_safetensors
 
 PREFIX = "transformer."
 LM_HEAD = "lm_head.weight"
@@ -33,6 +34,10 @@ OPTIONAL = ("embd_pdrop", "attn_pdrop", "resid_pdrop", "layer_norm_epsilon", "in
 OTHER_HEADS = ("multiple_choice_head.", "score.")
 # the causal mask older transformers saved as a buffer in each layer
 MASK_BUFFER = re.compile(r"h\.\d+\.attn\.bias")
+# the first sentence of torch's reason for refusing a pickle under weights_only=True
+UNPICKLER_REASON = re.compile(r"WeightsUnpickler error:\s*(.+?)(?:\.\s|\.?$)", re.MULTILINE)
+# what export-hf, import-hf and import-openai write: an --out holding anything else is refused
+MODEL_DIR_FILES = ("config.json", "model.safetensors", "tokenizer.json")
 
 
 def to_hf_config(cfg: GPT1Config) -> dict[str, Any]:
@@ -147,22 +152,34 @@ def from_hf_state_dict(sd: dict[str, torch.Tensor], cfg: GPT1Config,
 def _read_hf_weights(hf_dir: Path) -> tuple[dict[str, torch.Tensor], Path]:
     safetensors_path, bin_path = hf_dir / "model.safetensors", hf_dir / "pytorch_model.bin"
     if safetensors_path.is_file():
-        from safetensors.torch import load_file
-
-        return load_file(str(safetensors_path)), safetensors_path
+        return load_safetensors(safetensors_path), safetensors_path
     if bin_path.is_file():
-        sd = torch.load(bin_path, map_location="cpu", weights_only=True)
+        try:
+            sd = torch.load(bin_path, map_location="cpu", weights_only=True)
+        except pickle.UnpicklingError as err:
+            # only torch's reason: the rest of its message suggests weights_only=False, which
+            # would run whatever code the file holds
+            found = UNPICKLER_REASON.search(str(err))
+            why = f" ({found[1]})" if found else ""
+            raise ValueError(f"{bin_path}: torch.load(weights_only=True) refuses it{why}; "
+                             "convert it to model.safetensors") from None
+        except Exception as err:  # a cut-short or garbled file fails in many ways
+            first_line = str(err).strip().partition("\n")[0]
+            what = f"{type(err).__name__}: {first_line}" if first_line else type(err).__name__
+            raise ValueError(f"{bin_path}: not a readable PyTorch file ({what})") from None
         if not isinstance(sd, dict):
             raise ValueError(f"{bin_path}: expected a state dict, found {type(sd).__name__}")
         return sd, bin_path
     raise FileNotFoundError(f"{safetensors_path}: not found (nor {bin_path.name})")
 
 
-def export_hf(model_dir: Path, out_dir: Path) -> Path:
+def export_hf(model_dir: Path, out_dir: Path, force: bool = False) -> Path:
     """Write our model in `model_dir` as an `OpenAIGPTLMHeadModel` directory; returns `out_dir`.
 
-    The tokenizer (`tokenizer.json`) is copied when `model_dir` has one.
+    The tokenizer (`tokenizer.json`) is copied when `model_dir` has one. An existing `out_dir`
+    holding more than `MODEL_DIR_FILES` is refused, unless `force`.
     """
+    check_replaceable(out_dir, MODEL_DIR_FILES, force)
     model = load_model(model_dir)
     with atomic_dir(out_dir) as tmp:
         (tmp / "config.json").write_text(json.dumps(to_hf_config(model.config), indent=2) + "\n")
@@ -172,12 +189,14 @@ def export_hf(model_dir: Path, out_dir: Path) -> Path:
     return out_dir
 
 
-def import_hf(hf_dir: Path, out_dir: Path) -> list[str]:
+def import_hf(hf_dir: Path, out_dir: Path, force: bool = False) -> list[str]:
     """Write the HF `openai-gpt` checkpoint in `hf_dir` as our model directory `out_dir`.
 
     Reads `config.json` and `model.safetensors` (or `pytorch_model.bin`); returns the keys it
-    left out. The tokenizer is not copied: ours must hold GPT-1's special tokens.
+    left out. The tokenizer is not copied: ours must hold GPT-1's special tokens. An existing
+    `out_dir` holding more than `MODEL_DIR_FILES` is refused, unless `force`.
     """
+    check_replaceable(out_dir, MODEL_DIR_FILES, force)
     config_path = hf_dir / "config.json"
     if not config_path.is_file():
         raise FileNotFoundError(f"{config_path}: not found")

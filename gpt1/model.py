@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import get_type_hints
 
 import torch
 import torch.nn.functional as F
@@ -39,7 +40,28 @@ class GPT1Config:
 
     @classmethod
     def load(cls, path: Path) -> GPT1Config:
-        return cls(**json.loads(path.read_text()))
+        """Read a config written by `save`; ValueError names the file and the key at fault."""
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
+            raise ValueError(f"{path}: not JSON ({err})") from None
+        if not isinstance(data, dict):
+            raise ValueError(f"{path}: expected a JSON object, found {type(data).__name__}")
+        types = get_type_hints(cls)
+        if missing := sorted(types.keys() - data.keys()):
+            raise ValueError(f"{path}: missing keys {missing}")
+        if unknown := sorted(data.keys() - types.keys()):
+            raise ValueError(f"{path}: unknown keys {unknown}")
+        for key, kind in types.items():
+            value, least = data[key], 1 if kind is int else 0
+            allowed = (int,) if kind is int else (int, float)  # type(), as a bool is no number
+            if type(value) not in allowed or value < least:
+                raise ValueError(f"{path}: {key}={value!r}, expected "
+                                 f"{'an integer' if kind is int else 'a number'} >= {least}")
+        if data["n_embd"] % data["n_head"]:
+            raise ValueError(f"{path}: n_head={data['n_head']} does not divide "
+                             f"n_embd={data['n_embd']}")
+        return cls(**{key: kind(data[key]) for key, kind in types.items()})
 
 
 def _causal_attention_with_dropout(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
@@ -168,21 +190,36 @@ def save_model(model: GPT1, out_dir: Path) -> None:
     save_safetensors(model.state_dict(), out_dir / "model.safetensors")
 
 
-def load_model(model_dir: Path, map_location: str | torch.device = "cpu") -> GPT1:
-    """Rebuild a model saved by `save_model`; loading executes no code (safetensors + JSON)."""
+def load_safetensors(path: Path, device: str = "cpu") -> dict[str, torch.Tensor]:
+    """The tensors of a safetensors file; ValueError, naming it, when it is cut short or garbled."""
+    from safetensors import SafetensorError
     from safetensors.torch import load_file
 
+    try:
+        return load_file(str(path), device=device)
+    except SafetensorError as err:
+        raise ValueError(f"{path}: not a readable safetensors file ({err})") from None
+
+
+def load_model(model_dir: Path, map_location: str | torch.device = "cpu") -> GPT1:
+    """Rebuild a model saved by `save_model`; loading executes no code (safetensors + JSON)."""
     config_path, weights_path = model_dir / "config.json", model_dir / "model.safetensors"
     for path in (config_path, weights_path):
         if not path.is_file():
             raise FileNotFoundError(f"{path}: not found (run the pretrain stage first)")
     model = GPT1(GPT1Config.load(config_path))
-    state = load_file(str(weights_path), device=str(map_location))
-    expected = model.state_dict().keys()
-    if state.keys() != expected:
-        missing, extra = sorted(expected - state.keys()), sorted(state.keys() - expected)
-        raise ValueError(f"{weights_path}: not a pretrained GPT-1 trunk ({len(missing)} weights "
-                         f"missing, e.g. {missing[:2]}; {len(extra)} unexpected, e.g. "
-                         f"{extra[:2]}); a fine-tuned classifier keeps its trunk under 'trunk.'")
+    state = load_safetensors(weights_path, device=str(map_location))
+    expected = model.state_dict()
+    if state.keys() != expected.keys():
+        missing, extra = sorted(expected.keys() - state.keys()), sorted(state.keys() - expected)
+        hint = ("; a fine-tuned classifier keeps its trunk under 'trunk.'"
+                if any(key.startswith("trunk.") for key in extra) else "")
+        raise ValueError(f"{weights_path}: not the GPT-1 trunk {config_path.name} describes "
+                         f"({len(missing)} weights missing, e.g. {missing[:2]}; {len(extra)} "
+                         f"unexpected, e.g. {extra[:2]}){hint}")
+    for key, tensor in expected.items():
+        if state[key].shape != tensor.shape:
+            raise ValueError(f"{weights_path}: {key} has shape {tuple(state[key].shape)}, but "
+                             f"{config_path.name} makes it {tuple(tensor.shape)}")
     model.load_state_dict(state)
     return model

@@ -22,8 +22,9 @@ import numpy as np
 import torch
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers
 
-from gpt1.atomic import atomic_dir
+from gpt1.atomic import atomic_dir, check_replaceable
 from gpt1.bpe import END_OF_WORD, SPECIAL_TOKENS, UNK, Gpt1Tokenizer
+from gpt1.hf import MODEL_DIR_FILES
 from gpt1.model import GPT1, GPT1Config, save_model
 from gpt1.text import text_standardize
 
@@ -239,10 +240,14 @@ def load_release_tokenizer(release_dir: Path) -> OpenAITextEncoder:
 
 
 def import_release(release_dir: Path, out_dir: Path, n_ctx: int = 512, n_head: int = 12,
-                   seed: int = 0) -> GPT1Config:
+                   seed: int = 0, force: bool = False) -> GPT1Config:
     """Write the release as a model directory (`config.json`, `model.safetensors`,
-    `tokenizer.json`) that `gpt1 generate` and fine-tuning read; replaces `out_dir` atomically."""
-    release_dir = Path(release_dir)
+    `tokenizer.json`) that `gpt1 generate` and fine-tuning read; replaces `out_dir` atomically.
+
+    An existing `out_dir` holding more than `MODEL_DIR_FILES` is refused, unless `force`.
+    """
+    release_dir, out_dir = Path(release_dir), Path(out_dir)
+    check_replaceable(out_dir, MODEL_DIR_FILES, force)
     tokenizer = release_tokenizer(release_dir)
     cfg = release_config(read_shapes(release_dir), n_ctx, n_head)
     n_tokens = tokenizer.get_vocab_size(with_added_tokens=False)

@@ -27,6 +27,7 @@ from gpt1.glue import (
     read_csv_with_header,
     read_tsv,
     read_tsv_with_header,
+    utf8_errors,
 )
 from gpt1.registry import split_paths, task_schema
 
@@ -41,27 +42,41 @@ ReadFile = Callable[[TaskParams, Path], Columns]
 @dataclass(frozen=True)
 class Reader:
     """What a registry `reader` name stands for: a function reading one file (or RACE folder)
-    into the columns of `family`."""
+    into the columns of `family`, and, for a release whose label is a score, the score's range
+    as the release defines it."""
 
     family: Family
     read: ReadFile
+    scores: tuple[float, float] | None = None
 
 
 def _label(task: TaskParams, where: str, value: str) -> int | float:
     if task.regression:
-        return parse_score(where, value)
+        scores = READERS[task.reader].scores
+        assert scores is not None  # _reader pairs regression tasks with score readers
+        return parse_score(where, value, *scores)
     assert task.labels is not None  # TaskParams guarantees labels outside regression
     return parse_label(where, value, task.labels)
+
+
+def _text(where: str, name: str, value: str) -> str:
+    """A text field of a release that has no empty ones: empty, the row is damaged (a shifted
+    column, a cut line)."""
+    if not value.strip():
+        raise DataFormatError(f"{where}: {name!r} is empty (the release has no empty texts)")
+    return value
 
 
 # -- GLUE: a header names the columns; test files lack the label column -------------------------
 
 
-def _glue_tsv(texts: dict[str, str], label: str, index: str = "index") -> ReadFile:
+def _glue_tsv(texts: dict[str, str], label: str, index: str = "index",
+              empty_texts: bool = False) -> ReadFile:
     """A reader of GLUE TSVs with a header line: the schema columns `texts` (schema name ->
     header name), the label from column `label` where the file has it, `idx` from column `index`
-    where the file has it. Columns are found by name, so extra columns (MNLI's parses, STS-B's
-    genre and year) and their order do not matter."""
+    where the file has it (a number from 0, each once). Columns are found by name, so extra
+    columns (MNLI's parses, STS-B's genre and year) and their order do not matter. An empty
+    text is an error unless the release has some (`empty_texts`)."""
 
     def read(task: TaskParams, path: Path) -> Columns:
         header, rows = read_tsv_with_header(path)
@@ -70,14 +85,21 @@ def _glue_tsv(texts: dict[str, str], label: str, index: str = "index") -> ReadFi
         columns: Columns = {column: [] for column in [*texts, "label"]}
         if index_at is not None:
             columns["idx"] = []
+        index_lines: dict[int, int] = {}
         for line, fields in rows:
             where = f"{path}:{line}"
             for column, at in text_at.items():
-                columns[column].append(fields[at])
+                columns[column].append(fields[at] if empty_texts
+                                       else _text(where, texts[column], fields[at]))
             columns["label"].append(None if label_at is None
                                     else _label(task, where, fields[label_at]))
             if index_at is not None:
-                columns["idx"].append(parse_index(where, fields[index_at]))
+                idx = parse_index(where, fields[index_at])
+                if idx in index_lines:
+                    raise DataFormatError(f"{where}: index {idx} again (first on line "
+                                          f"{index_lines[idx]})")
+                index_lines[idx] = line
+                columns["idx"].append(idx)
         return columns
 
     return read
@@ -87,7 +109,7 @@ _read_single_sentence = _glue_tsv({"text": "sentence"}, label="label")
 
 
 def _starts_with_header(path: Path, first_column: str) -> bool:
-    with path.open(encoding="utf-8-sig") as fh:
+    with path.open(encoding="utf-8-sig") as fh, utf8_errors(path):
         return fh.readline().split("\t", 1)[0].strip() == first_column
 
 
@@ -98,8 +120,9 @@ def _read_cola(task: TaskParams, path: Path) -> Columns:
         return _read_single_sentence(task, path)
     columns: Columns = {"text": [], "label": []}
     for line, (_, label, _, sentence) in read_tsv(path, columns=4):
-        columns["text"].append(sentence)
-        columns["label"].append(_label(task, f"{path}:{line}", label))
+        where = f"{path}:{line}"
+        columns["text"].append(_text(where, "sentence", sentence))
+        columns["label"].append(_label(task, where, label))
     return columns
 
 
@@ -129,7 +152,7 @@ def _read_nli_jsonl(task: TaskParams, path: Path) -> Columns:
     `-`) have no label and are dropped, as is standard."""
     columns: Columns = {"premise": [], "hypothesis": [], "label": []}
     dropped = 0
-    with path.open(encoding="utf-8-sig") as fh:
+    with path.open(encoding="utf-8-sig") as fh, utf8_errors(path):
         for line, text in enumerate(fh, start=1):
             if not text.strip():
                 continue
@@ -161,16 +184,19 @@ def _read_story_cloze(task: TaskParams, path: Path) -> Columns:
     code does) are the context, the two candidate endings the choices, AnswerRightEnding (1 or
     2) the right one. There is no question."""
     header, rows = read_csv_with_header(path)
-    story_at = [header.require(name) for name in _STORY]
-    endings_at = [header.require(name) for name in _ENDINGS]
+    story_at = {name: header.require(name) for name in _STORY}
+    endings_at = {name: header.require(name) for name in _ENDINGS}
     answer_at = header.find("AnswerRightEnding")
     columns: Columns = {"context": [], "question": [], "choices": [], "label": []}
     for line, fields in rows:
-        columns["context"].append(" ".join(fields[at] for at in story_at))
+        where = f"{path}:{line}"
+        story = [_text(where, name, fields[at]) for name, at in story_at.items()]
+        columns["context"].append(" ".join(story))
         columns["question"].append("")
-        columns["choices"].append([fields[at] for at in endings_at])
+        columns["choices"].append([_text(where, name, fields[at])
+                                   for name, at in endings_at.items()])
         columns["label"].append(None if answer_at is None
-                                else parse_label(f"{path}:{line}", fields[answer_at], ["1", "2"]))
+                                else parse_label(where, fields[answer_at], ["1", "2"]))
     return columns
 
 
@@ -181,14 +207,16 @@ def _race_article(path: Path) -> Columns:
     """One RACE article file: JSON with the article and, item for item, its questions, their
     four options and the letters of the right ones. One row per question."""
     try:
-        record = json.loads(path.read_text(encoding="utf-8-sig"))
+        with utf8_errors(path):
+            record = json.loads(path.read_text(encoding="utf-8-sig"))
     except json.JSONDecodeError as err:
         raise DataFormatError(f"{path}:{err.lineno}: not JSON: {err.msg}") from None
     article = _string(str(path), record, "article")
     items = [record.get(key) for key in ("questions", "options", "answers")]
-    if not all(isinstance(item, list) for item in items) or len({len(i) for i in items}) != 1:
+    if (not all(isinstance(item, list) and item for item in items)
+            or len({len(i) for i in items}) != 1):
         raise DataFormatError(f"{path}: keys 'questions', 'options' and 'answers' must be lists "
-                              "of one length")
+                              "of one length, not empty")
     questions, options, answers = items
     columns: Columns = {"context": [], "question": [], "choices": [], "label": []}
     for k, (question, choices, answer) in enumerate(zip(questions, options, answers,
@@ -224,8 +252,10 @@ READERS: dict[str, Reader] = {
     "glue_cola": Reader("classification", _read_cola),
     "glue_sst2": Reader("classification", _read_single_sentence),
     "nli_jsonl": Reader("entailment", _read_nli_jsonl),
+    # MultiNLI's train file is reported to hold pairs with an empty sentence2
     "glue_mnli": Reader("entailment", _glue_tsv({"premise": "sentence1",
-                                                 "hypothesis": "sentence2"}, label="gold_label")),
+                                                 "hypothesis": "sentence2"}, label="gold_label",
+                                                empty_texts=True)),
     "glue_qnli": Reader("entailment", _glue_tsv({"premise": "question", "hypothesis": "sentence"},
                                                 label="label")),
     "glue_rte": Reader("entailment", _glue_tsv({"premise": "sentence1", "hypothesis": "sentence2"},
@@ -233,11 +263,14 @@ READERS: dict[str, Reader] = {
     "scitail_tsv": Reader("entailment", _read_scitail),
     "glue_mrpc": Reader("similarity", _glue_tsv({"text_a": "#1 String", "text_b": "#2 String"},
                                                 label="Quality")),
-    # QQP's `id` (a pair id in train and dev, 0.. in test) is the file's own index
+    # QQP's `id` (a pair id in train and dev, 0.. in test) is the file's own index; its train
+    # file has two pairs with an empty question2
     "glue_qqp": Reader("similarity", _glue_tsv({"text_a": "question1", "text_b": "question2"},
-                                               label="is_duplicate", index="id")),
+                                               label="is_duplicate", index="id",
+                                               empty_texts=True)),
+    # "a similarity score between 0 and 5" (the STS Benchmark's readme.txt)
     "glue_stsb": Reader("similarity", _glue_tsv({"text_a": "sentence1", "text_b": "sentence2"},
-                                                label="score")),
+                                                label="score"), scores=(0.0, 5.0)),
     "story_cloze_csv": Reader("multiple_choice", _read_story_cloze),
     "race_json": Reader("multiple_choice", _read_race),
 }
@@ -254,6 +287,12 @@ def _reader(task: TaskParams) -> Reader:
     if reader.family != task.family:
         raise ValueError(f"{task.title}: reader {task.reader!r} reads {reader.family} files, "
                          f"not {task.family}")
+    if task.regression and reader.scores is None:
+        raise ValueError(f"{task.title}: reader {task.reader!r} reads class labels: give the "
+                         "task its labels")
+    if reader.scores is not None and not task.regression:
+        raise ValueError(f"{task.title}: reader {task.reader!r} reads scores, not labels "
+                         f"{task.labels}: set labels to null")
     return reader
 
 
@@ -274,7 +313,7 @@ def read_split(task: TaskParams, root: Path, split: str) -> pa.Table:
     """One split of `task` (its files under the data root `root`, concatenated) in the table of
     its family, `task_schema(task)`. `idx` is the file's own index where it has one, else the
     row number across the split's files. Raises FileNotFoundError naming the missing files and
-    DataFormatError naming the file and line (or key) of bad content."""
+    DataFormatError naming the file and line (or key) of bad content, or a file without rows."""
     reader = _reader(task)
     paths = _split_files(task, root, split)
     missing = [str(path) for path in paths if not path.exists()]
@@ -287,6 +326,8 @@ def read_split(task: TaskParams, root: Path, split: str) -> pa.Table:
     for path in paths:
         columns = reader.read(task, path)
         rows = len(columns["label"])
+        if not rows:
+            raise DataFormatError(f"{path}: no rows to read into {task.title}'s {split} split")
         columns.setdefault("idx", list(range(start, start + rows)))
         tables.append(pa.table(columns, schema=schema))
         start += rows

@@ -91,6 +91,28 @@ class SplitShards:
         return sum(s.tokens for s in self.shards)
 
 
+# Every val_every-th document goes to val, so val holds about 1/val_every of the tokens where
+# documents are many and of about one size, as ingest.doc_chars makes them (about 0.85x that
+# share on the bundled sample, 1.02x on the real books). Off by more than this factor either
+# way, there are too few documents or some dwarf the rest: val then measures a sliver of the
+# corpus, or train loses much of it.
+VAL_SHARE_TOLERANCE = 2.0
+
+
+def lopsided_split(splits: dict[str, SplitShards], val_every: int) -> str | None:
+    """A warning where val's share of the tokens is off 1/`val_every` by more than
+    VAL_SHARE_TOLERANCE times either way; None where it is not. The splits hold tokens."""
+    total = sum(s.tokens for s in splits.values())
+    val = splits["val"].tokens
+    ratio = val / total * val_every
+    if 1 / VAL_SHARE_TOLERANCE <= ratio <= VAL_SHARE_TOLERANCE:
+        return None
+    documents = sum(s.documents for s in splits.values())
+    return (f"lopsided split: val holds {val:,} of {total:,} tokens ({val / total:.1%}), "
+            f"{ratio:.2f}x the 1/{val_every} of tokenize.val_every, in {splits['val'].documents} "
+            f"of {documents} documents: too few documents, or some far longer than the rest")
+
+
 def tokenize_corpus(corpus_dir: Path, tokenizer: Gpt1Tokenizer, out_dir: Path, *,
                     val_every: int, shard_tokens: int) -> dict[str, SplitShards]:
     """Encode every document of the Parquet files in `corpus_dir`, in order, into

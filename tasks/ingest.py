@@ -12,7 +12,9 @@ import pyarrow.parquet as pq
 from gpt1.atomic import atomic_dir
 from gpt1.books import split_documents
 from gpt1.config import Params, TaskParams
+from gpt1.glue import utf8_errors
 from gpt1.readers import holdout_split, missing_files, read_split
+from gpt1.registry import split_paths
 from tasks.paths import RAW_CORPUS, RAW_TASKS
 from tasks.stage import main
 
@@ -30,10 +32,8 @@ def corpus_files(root: Path, patterns: list[str]) -> list[Path]:
 
 
 def read_book(path: Path) -> str:
-    try:
+    with utf8_errors(path):
         return path.read_text(encoding="utf-8-sig")
-    except UnicodeDecodeError as err:
-        raise ValueError(f"{path}: not UTF-8 text (byte {err.start})") from None
 
 
 def write_documents(source: str, docs: list[str], path: Path) -> None:
@@ -64,13 +64,19 @@ def _cap(split: str, params: Params) -> int | None:
     return params.ingest.max_dev_examples if split.startswith("dev") else None
 
 
-def ingest_task(task: TaskParams, params: Params, root: Path, out: Path) -> dict[str, int]:
-    """Write each split of `task` (the dev split drawn from train where `holdout` says so) as
-    `<split>.parquet`; return the rows per split."""
+def ingest_task(name: str, task: TaskParams, params: Params, root: Path,
+                out: Path) -> dict[str, int]:
+    """Write each split of registry task `name` (the dev split drawn from train where `holdout`
+    says so) as `<split>.parquet`; return the rows per split."""
     tables = {split: read_split(task, root, split) for split in task.files}
     if task.holdout is not None:
-        tables["train"], tables["dev"] = holdout_split(tables["train"], task.holdout.size,
-                                                       task.holdout.seed)
+        available, size = tables["train"].num_rows, task.holdout.size
+        if size >= available:
+            files = ", ".join(str(root / rel) for rel in split_paths(task, "train"))
+            raise ValueError(f"tasks.{name}.holdout.size: {size} dev rows would leave none for "
+                             f"train: the train split ({files}) has {available} rows; hold out "
+                             "fewer")
+        tables["train"], tables["dev"] = holdout_split(tables["train"], size, task.holdout.seed)
     rows = {}
     for split, table in tables.items():
         cap = _cap(split, params)
@@ -99,7 +105,7 @@ def ingest_tasks(params: Params, root: Path, out: Path) -> None:
                                         f"{missing[0]}{more}; see tasks.{name}.files")
             status = {"run": False, "reason": f"data not found at {missing[0]}{more}"}
         else:
-            status = {"run": True, "rows": ingest_task(task, params, root, dest)}
+            status = {"run": True, "rows": ingest_task(name, task, params, root, dest)}
         (dest / "status.json").write_text(json.dumps(status, indent=2) + "\n")
         log.info("task %s: %s", name, status.get("rows") or status["reason"])
 

@@ -76,7 +76,8 @@ def main(name: str, run: Callable[..., None], argv: list[str] | None = None,
     # under torchrun (RANK set), rank 0 speaks for all: the others report warnings and errors
     main_process = os.environ.get("RANK", "0") == "0"
     logging.basicConfig(level=logging.INFO if main_process else logging.WARNING,
-                        format="%(asctime)s %(name)s %(message)s", datefmt="%H:%M:%S",
+                        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+                        datefmt="%H:%M:%S",
                         stream=sys.stderr)
     started = time.perf_counter()
     params_path = Path(args.pop("params"))

@@ -9,7 +9,7 @@ from gpt1.atomic import atomic_dir
 from gpt1.bpe import Gpt1Tokenizer
 from gpt1.config import Params
 from gpt1.shards import sha256_file, token_dtype
-from gpt1.tokenize_corpus import tokenize_corpus
+from gpt1.tokenize_corpus import lopsided_split, tokenize_corpus
 from tasks.paths import BPE_DIR, CLEAN_DIR, SHARDS_DIR
 from tasks.stage import main
 
@@ -28,6 +28,9 @@ def run(params: Params) -> None:
             if not shards.shards:
                 raise ValueError(f"tokenize: the {split} split is empty ({docs} documents); "
                                  "add text or lower tokenize.val_every")
+        warning = lopsided_split(splits, params.tokenize.val_every)
+        if warning:
+            log.warning("%s", warning)
         manifest = {
             "dtype": dtype.name,
             "vocab_size": tokenizer.vocab_size,

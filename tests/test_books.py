@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
+from pathlib import Path
+
 from gpt1.books import paragraphs, split_documents, strip_gutenberg
 
 HEADER = (
@@ -91,7 +94,7 @@ def test_documents_group_whole_paragraphs_in_order() -> None:
 def test_documents_exact_grouping() -> None:
     text = "aaaa\n\nbbbb\n\ncccc\n\ndddd\n\neeee"  # 5 chars each with the separator
     assert split_documents(text, 10) == ["aaaa\nbbbb", "cccc\ndddd", "eeee"]
-    assert split_documents(text, 1) == ["aaaa", "bbbb", "cccc", "dddd", "eeee"]
+    assert split_documents(text, 4) == ["aaaa", "bbbb", "cccc", "dddd", "eeee"]
 
 
 def test_empty_text_gives_no_documents() -> None:
@@ -122,3 +125,72 @@ def test_end_of_ebook_trailer_is_not_prose() -> None:
         if docs != ["THE END"]:
             kept[trailer] = docs
     assert not kept, f"Gutenberg end-of-ebook trailer kept as prose: {kept}"
+
+
+# -- paragraphs longer than a document ----------------------------------------------------------
+
+
+def _words(docs: list[str]) -> list[str]:
+    return " ".join(docs).split()
+
+
+def test_book_without_blank_lines_is_cut_at_sentence_ends() -> None:
+    sentences = [f"Sentence {i} says {'so ' * (i % 9)}much." for i in range(3000)]
+    book = "\n".join(sentences)  # hard-wrapped, no blank line: one paragraph
+    docs = split_documents(book, doc_chars=2000)
+    assert len(docs) >= len(book) // 2000
+    assert all(len(doc) <= 2000 for doc in docs)
+    assert all(len(doc) > 1800 for doc in docs[:-1])  # each filled up to a sentence of the limit
+    assert all(doc.endswith("much.") for doc in docs)
+    assert _words(docs) == book.split()  # nothing lost or reordered
+
+
+def test_long_paragraph_fills_the_document_begun_before_it() -> None:
+    long = " ".join(f"Sentence {i} is here." for i in range(100))  # 2,190 chars
+    docs = split_documents(f"CHAPTER I.\n\n{long}\n\nThe end.", doc_chars=1000)
+    assert docs[0].startswith("CHAPTER I.\nSentence 0 is here.")
+    assert all(len(doc) <= 1000 for doc in docs)
+    assert docs[-1].endswith("Sentence 99 is here.\nThe end.")
+    assert _words(docs) == f"CHAPTER I. {long} The end.".split()
+
+
+def test_closing_quotes_and_brackets_end_a_sentence() -> None:
+    for sentence, end in (('"Go on, go on."', '."'), ("(She went away.)", ".)"),
+                          ("'Really, now?'", "?'"), ("\u201cYes, yes!\u201d", "!\u201d")):
+        docs = split_documents(" ".join([sentence] * 20), doc_chars=55)
+        assert all(len(doc) <= 55 and doc.endswith(end) for doc in docs), docs
+
+
+def test_without_sentence_ends_the_cut_falls_back_to_spaces_then_a_hard_cut() -> None:
+    words = "word " * 1000
+    docs = split_documents(words, doc_chars=98)
+    assert all(len(doc) <= 98 for doc in docs) and all(doc.endswith("word") for doc in docs)
+    assert _words(docs) == words.split()
+    assert split_documents("x" * 250, doc_chars=100) == ["x" * 100, "x" * 100, "x" * 50]
+
+
+def test_begun_document_is_closed_where_no_sentence_end_is_in_reach() -> None:
+    # 11 characters of room are left after the first paragraph: no sentence end fits, so the
+    # document is closed as it is rather than take a fragment of a sentence
+    first = "A" * 87 + "."
+    long = "Unpunctuated words run on and on " * 5 + "to an end."
+    docs = split_documents(f"{first}\n\n{long}", doc_chars=100)
+    assert docs[0] == first
+    assert all(len(doc) <= 100 for doc in docs)
+    assert _words(docs) == f"{first} {long}".split()
+
+
+def test_real_books_give_the_documents_they_gave_before(shared_data: Path) -> None:
+    """The cut applies to paragraphs longer than a document only: these books have none
+    (Emma's longest is 14,695 characters), and their documents are those of the code before
+    it, pinned by hash at ingest.doc_chars's default."""
+    expected = {
+        "pg11_alice_in_wonderland.txt":
+            (8, "b3213a6e0edff98b220437991ba27f230d693ad80888270b78866e2dd30b58d8"),
+        "pg158_emma.txt": (43, "67cda8ea00b04170362f902f9d16808a3b7923317613849584107e51f509dc0c"),
+    }
+    for name, (count, digest) in expected.items():
+        text = (shared_data / "corpus" / "books" / name).read_text(encoding="utf-8-sig")
+        docs = split_documents(text, doc_chars=20_000)
+        assert (len(docs), hashlib.sha256("\0".join(docs).encode()).hexdigest()) == \
+            (count, digest), name

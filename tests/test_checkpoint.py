@@ -147,6 +147,7 @@ def test_other_runs_are_kept_and_reported(tmp_path: Path,
         runs.set_aside(current, keep_other_runs=None)
     assert "checkpoints of 3 run(s) with other settings are kept" in caplog.text
     assert [run.settings for run in runs.others(current)] == [_settings(s) for s in (10, 20, 30)]
+    assert runs.others(current)[0].store.latest()["step"] == 10  # resumable, as `extend` does
 
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="gpt1.checkpoint"):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -12,6 +14,7 @@ from gpt1.bpe import train_bpe
 from gpt1.cli import app
 from gpt1.generate import sample
 from gpt1.model import GPT1, GPT1Config, save_model
+from tests.conftest import run
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -55,19 +58,56 @@ def test_bad_arguments() -> None:
         sample(model, [1], 5, temperature=-1.0)
 
 
-def test_cli_generates_from_a_saved_model(tmp_path: Path) -> None:
+@pytest.fixture()
+def model_dir(tmp_path: Path) -> Path:
     text = "the cat sat on the mat . the dog sat on the log . " * 20
     tokenizer = train_bpe([text], vocab_size=60, min_frequency=1)
     model = tiny_model(vocab=tokenizer.get_vocab_size(), n_ctx=16)
     save_model(model, tmp_path)
     tokenizer.save(str(tmp_path / "tokenizer.json"))
-    args = ["generate", "--model", str(tmp_path), "--prompt", "The cat", "--max-tokens", "5",
+    return tmp_path
+
+
+def test_cli_generates_from_a_saved_model(model_dir: Path) -> None:
+    args = ["generate", "--model", str(model_dir), "--prompt", "The cat", "--max-tokens", "5",
             "--temperature", "0"]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     assert result.output.startswith("the cat")
     assert CliRunner().invoke(app, args).output == result.output  # greedy: reproducible
 
-    missing = CliRunner().invoke(app, ["generate", "--model", str(tmp_path / "nope"),
+    missing = CliRunner().invoke(app, ["generate", "--model", str(model_dir / "nope"),
                                        "--prompt", "x"])
     assert missing.exit_code == 2 and "not found" in missing.output
+
+
+def _cut_short(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[:100])
+
+
+def _lengthen(path: Path) -> None:
+    path.write_text(path.read_text().replace('"n_ctx": 16', '"n_ctx": 17'))
+
+
+BAD_MODEL_FILES: dict[str, tuple[str, Callable[[Path], None], str]] = {
+    "config not JSON": ("config.json", lambda p: p.write_text('{"vocab_size": 60,'),
+                        "config.json: not JSON ("),
+    "config of other weights": ("config.json", _lengthen,
+                                "model.safetensors: positions_embed.weight has shape (16, 16), "
+                                "but config.json makes it (17, 16)"),
+    "weights cut short": ("model.safetensors", _cut_short,
+                          "model.safetensors: not a readable safetensors file ("),
+}
+
+
+@pytest.mark.parametrize("case", BAD_MODEL_FILES)
+def test_cli_bad_model_file_is_one_line(model_dir: Path, case: str) -> None:
+    name, corrupt, message = BAD_MODEL_FILES[case]
+    corrupt(model_dir / name)
+    before = {p.name: p.read_bytes() for p in model_dir.iterdir()}
+    proc = run([sys.executable, "-m", "gpt1.cli", "generate", "--model", str(model_dir),
+                "--prompt", "the cat"], model_dir, check=False)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith(f"error: {model_dir}/{message}"), proc.stderr
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert {p.name: p.read_bytes() for p in model_dir.iterdir()} == before

@@ -17,6 +17,7 @@ from gpt1.glue import (
     read_csv_with_header,
     read_tsv,
     read_tsv_with_header,
+    utf8_errors,
 )
 
 
@@ -81,6 +82,49 @@ def test_csv_quoting_and_multiline_fields(tmp_path: Path) -> None:
         (2, ["1", "Hi, there.", "Bye."]), (3, ["2", "two\nlines", "end"]), (5, ["3", "x", "y"])]
 
 
+def test_unclosed_csv_quote_names_its_row(tmp_path: Path) -> None:
+    # non-strict CSV would take the rest of the file into the open field: row 3 would vanish
+    path = _write(tmp_path / "stories.csv", 'id,text\n1,"open quote\n2,lost\n')
+    _, rows = read_csv_with_header(path)
+    with pytest.raises(DataFormatError, match=re.escape(f"{path}:2: unexpected end of data")):
+        list(rows)
+    path = _write(tmp_path / "stray.csv", 'id,text\n1,"quoted"then more\n')
+    _, rows = read_csv_with_header(path)
+    with pytest.raises(DataFormatError, match=re.escape(f"{path}:2: ',' expected after '\"'")):
+        list(rows)
+
+
+def test_field_past_csv_size_limit_names_its_line(tmp_path: Path) -> None:
+    path = _write(tmp_path / "train.tsv", "sentence\tlabel\nok\t1\n" + "x" * 200_000 + "\t0\n")
+    _, rows = read_tsv_with_header(path)
+    with pytest.raises(DataFormatError, match=re.escape(f"{path}:3: field larger than field")):
+        list(rows)
+
+
+def _read_all(path: Path) -> None:
+    header_and_rows = read_csv_with_header if path.suffix == ".csv" else read_tsv_with_header
+    list(header_and_rows(path)[1])
+
+
+def test_non_utf8_names_line_and_byte(tmp_path: Path) -> None:
+    tsv_bytes = "sentence\tlabel\ncafé\t1\n".encode() + b"bad \xff byte\t0\n"
+    path = tmp_path / "train.tsv"
+    path.write_bytes(b"\xef\xbb\xbf" + tsv_bytes)  # the BOM counts in the byte offset
+    offset = 3 + tsv_bytes.index(b"\xff")
+    with pytest.raises(DataFormatError,
+                       match=re.escape(f"{path}:3: not UTF-8 text (byte {offset}: 0xff)")):
+        _read_all(path)
+    # past the decoder's first chunk, and a character cut short at the end of the file
+    path = tmp_path / "late.csv"
+    body = b"id,text\n" + b"1,fine\n" * 5000
+    path.write_bytes(body + b"2,caf\xc3")
+    message = f"{path}:5002: not UTF-8 text (byte {len(body) + 5}: 0xc3)"
+    with pytest.raises(DataFormatError, match=re.escape(message)):
+        _read_all(path)
+    with pytest.raises(DataFormatError, match=re.escape(message)), utf8_errors(path):
+        path.read_text(encoding="utf-8")
+
+
 def test_missing_file(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match=r"nope\.tsv"):
         read_tsv_with_header(tmp_path / "nope.tsv")
@@ -98,11 +142,18 @@ def test_parse_label() -> None:
         parse_label("train.tsv:7", "positive", ("0", "1"))
 
 
-def test_parse_score_and_index() -> None:
-    assert parse_score("f:2", "3.800") == 3.8
-    for bad in ("high", "nan", "inf", ""):
-        with pytest.raises(DataFormatError, match=f"f:2: score '{bad}' is not a finite number"):
-            parse_score("f:2", bad)
+def test_parse_score_in_range() -> None:
+    assert [parse_score("f:2", v, 0, 5) for v in ("3.800", "0", "5.000", "0.0")] == [3.8, 0, 5, 0]
+    for bad in ("-40", "7.5", "5.001", "1e9", "-0.1", "nan", "inf", "-inf", "high", ""):
+        with pytest.raises(DataFormatError,
+                           match=re.escape(f"f:2: score '{bad}' is not a number from 0 to 5")):
+            parse_score("f:2", bad, 0, 5)
+
+
+def test_parse_index() -> None:
     assert parse_index("f:2", "1724") == 1724
-    with pytest.raises(DataFormatError, match=re.escape("f:3: index '1.5' is not an integer")):
-        parse_index("f:3", "1.5")
+    assert parse_index("f:2", "0") == 0
+    for bad in ("1.5", "-1", "+3", " 3", "1_000", "", "x"):
+        with pytest.raises(DataFormatError,
+                           match=re.escape(f"f:3: index '{bad}' is not a whole number from 0")):
+            parse_index("f:3", bad)

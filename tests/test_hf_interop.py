@@ -6,6 +6,7 @@ Run with `pytest -s` to see the max absolute differences.
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -26,6 +27,7 @@ from gpt1.cli import app
 from gpt1.finetune import TaskModel
 from gpt1.hf import HF_AFN, export_hf, import_hf
 from gpt1.model import GPT1, GPT1Config, load_model, save_model
+from tests.conftest import run
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 hf_logging.disable_progress_bar()  # keep `pytest -s` output to the printed differences
@@ -221,6 +223,17 @@ def drop_config_key(hf_dir: Path, key: str) -> None:
     path.write_text(json.dumps(config))
 
 
+def cut_short(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[:100])
+
+
+def as_bin(hf_dir: Path, content: object) -> Path:
+    """Replace the checkpoint's safetensors by a `pytorch_model.bin` holding `content`."""
+    (hf_dir / "model.safetensors").unlink()
+    torch.save(content, hf_dir / "pytorch_model.bin")
+    return hf_dir / "pytorch_model.bin"
+
+
 BAD_CHECKPOINTS = {
     "wrong model_type": (lambda d: edit_config(d, model_type="gpt2"),
                          ["config.json", "model_type", "'gpt2'"]),
@@ -242,6 +255,13 @@ BAD_CHECKPOINTS = {
                     ["model.safetensors", "lm_head.weight differs"]),
     "no weights": (lambda d: (d / "model.safetensors").unlink(),
                    ["model.safetensors: not found", "pytorch_model.bin"]),
+    "cut short": (lambda d: cut_short(d / "model.safetensors"),
+                  ["model.safetensors: not a readable safetensors file ("]),
+    "pickled model": (lambda d: as_bin(d, ours_model(SHAPES[3], seed=4)),
+                      ["pytorch_model.bin: torch.load(weights_only=True) refuses it (",
+                       "); convert it to model.safetensors"]),
+    "bin cut short": (lambda d: cut_short(as_bin(d, load_file(d / "model.safetensors"))),
+                      ["pytorch_model.bin: not a readable PyTorch file (RuntimeError: "]),
 }
 
 
@@ -273,3 +293,53 @@ def test_import_leaves_out_classifier_heads_and_causal_masks(hf_dir: Path,
     edit_weights(hf_dir, "transformer.h.0.attn.bias", torch.ones(1, 1, 5, 5))
     with pytest.raises(ValueError, match=r"h\.0\.attn\.bias is not the causal mask"):
         import_hf(hf_dir, tmp_path / "bad")
+
+
+def snapshot(folder: Path) -> dict[str, bytes | None]:
+    return {str(p.relative_to(folder)): p.read_bytes() if p.is_file() else None
+            for p in folder.rglob("*")}
+
+
+@pytest.mark.parametrize("case", ["cut short", "pickled model"])
+def test_cli_unreadable_weights_are_one_line_and_keep_the_old_out(hf_dir: Path, tmp_path: Path,
+                                                                  case: str) -> None:
+    corrupt, expected = BAD_CHECKPOINTS[case]
+    corrupt(hf_dir)
+    out = saved(ours_model(SHAPES[0], seed=5), tmp_path / "out")  # an earlier import's output
+    before = snapshot(tmp_path)
+    proc = run([sys.executable, "-m", "gpt1.cli", "import-hf", "--hf", str(hf_dir),
+                "--out", str(out)], tmp_path, check=False)
+    assert proc.returncode == 2 and proc.stderr.startswith(f"error: {hf_dir}/"), proc.stderr
+    for fragment in expected:
+        assert fragment in proc.stderr, (fragment, proc.stderr)
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert "weights_only=False" not in proc.stderr  # never advise running a checkpoint's code
+    assert snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("command", ["export-hf", "import-hf"])
+def test_cli_replaces_only_what_it_writes(hf_dir: Path, tmp_path: Path, command: str) -> None:
+    source = ("--model", tmp_path / "ours") if command == "export-hf" else ("--hf", hf_dir)
+    out = tmp_path / "artifacts"
+    (out / "pretrain").mkdir(parents=True)
+    (out / "pretrain" / "model.safetensors").write_text("weights")
+    (out / "notes.txt").write_text("mine")
+    (out / "config.json").write_text("{}")  # a name it writes: not enough to make `out` its own
+    (tmp_path / "file").write_text("mine")
+    before = snapshot(tmp_path)
+    code, output = invoke(command, *source, "--out", out)
+    assert (code, output) == (2, f"error: {out}: holds notes.txt, pretrain, which this command "
+                                 "does not write; refusing to replace it (--force replaces it)\n")
+    for force in ((), ("--force",)):
+        code, output = invoke(command, *source, "--out", tmp_path / "file", *force)
+        assert (code, output) == (2, f"error: {tmp_path / 'file'}: exists and is not a "
+                                     "directory\n")
+    assert snapshot(tmp_path) == before
+
+    code, output = invoke(command, *source, "--out", out, "--force")
+    assert code == 0, output
+    written = sorted(p.name for p in out.iterdir())
+    assert "notes.txt" not in written
+    code, output = invoke(command, *source, "--out", out)  # its own output: replaced as asked
+    assert code == 0, output
+    assert sorted(p.name for p in out.iterdir()) == written

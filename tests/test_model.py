@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -181,9 +183,66 @@ def test_load_model_rejects_other_weights(model: GPT1, tmp_path: Path) -> None:
     save_model(model, tmp_path)
     state = {f"trunk.{k}": v for k, v in model.state_dict().items()}  # a fine-tuned classifier
     save_safetensors(state, tmp_path / "model.safetensors")
-    with pytest.raises(ValueError, match=r"model\.safetensors: not a pretrained GPT-1 trunk "
-                                         r"\(\d+ weights missing.*under 'trunk\.'"):
+    with pytest.raises(ValueError, match=r"model\.safetensors: not the GPT-1 trunk config\.json "
+                                         r"describes \(\d+ weights missing.*under 'trunk\.'"):
         load_model(tmp_path)
+
+
+def test_load_model_names_the_first_weight_the_config_does_not_fit(model: GPT1,
+                                                                   tmp_path: Path) -> None:
+    save_model(model, tmp_path)
+    tiny_config(n_ctx=CTX + 1).save(tmp_path / "config.json")
+    with pytest.raises(ValueError, match=r"model\.safetensors: positions_embed\.weight has shape "
+                                         rf"\({CTX}, {EMBD}\), but config\.json makes it "
+                                         rf"\({CTX + 1}, {EMBD}\)$"):
+        load_model(tmp_path)
+    tiny_config(n_layer=LAYERS + 1).save(tmp_path / "config.json")
+    with pytest.raises(ValueError, match=r"\(12 weights missing, e\.g\. \['h\.2\..*\]; "
+                                         r"0 unexpected, e\.g\. \[\]\)$"):  # no word of 'trunk.'
+        load_model(tmp_path)
+
+
+def test_load_model_cut_short_weights(model: GPT1, tmp_path: Path) -> None:
+    save_model(model, tmp_path)
+    weights = tmp_path / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:1000])
+    with pytest.raises(ValueError, match=r"model\.safetensors: not a readable safetensors file"):
+        load_model(tmp_path)
+
+
+BAD_CONFIGS = {
+    "not JSON": ('{"vocab_size": 50,', r"not JSON \(Expecting"),
+    "not an object": ("[50, 16]", r"expected a JSON object, found list"),
+    "missing key": ({"n_layer": None}, r"missing keys \['n_layer'\]"),
+    "unknown key": ({"n_inner": 128}, r"unknown keys \['n_inner'\]"),
+    "string": ({"n_embd": "32"}, r"n_embd='32', expected an integer >= 1"),
+    "bool": ({"n_head": True}, r"n_head=True, expected an integer >= 1"),
+    "float size": ({"n_layer": 2.0}, r"n_layer=2\.0, expected an integer >= 1"),
+    "zero": ({"vocab_size": 0}, r"vocab_size=0, expected an integer >= 1"),
+    "negative rate": ({"attn_pdrop": -0.1}, r"attn_pdrop=-0\.1, expected a number >= 0"),
+    "heads": ({"n_head": 5}, r"n_head=5 does not divide n_embd=32"),
+}
+
+
+@pytest.mark.parametrize("case", BAD_CONFIGS)
+def test_config_load_names_the_file_and_key_at_fault(tmp_path: Path, case: str) -> None:
+    change, message = BAD_CONFIGS[case]
+    path = tmp_path / "config.json"
+    if isinstance(change, str):
+        path.write_text(change)
+    else:
+        fields = {**asdict(tiny_config()), **change}
+        path.write_text(json.dumps({k: v for k, v in fields.items() if v is not None}))
+    with pytest.raises(ValueError, match=rf"^{path}: {message}"):
+        GPT1Config.load(path)
+
+
+def test_config_load_takes_integers_for_rates(tmp_path: Path) -> None:
+    path = tmp_path / "config.json"
+    tiny_config().save(path)
+    path.write_text(path.read_text().replace('"embd_pdrop": 0.1', '"embd_pdrop": 0'))
+    loaded = GPT1Config.load(path)
+    assert loaded == tiny_config(embd_pdrop=0.0) and isinstance(loaded.embd_pdrop, float)
 
 
 def test_saved_weights_get_the_usual_file_mode(tmp_path: Path) -> None:

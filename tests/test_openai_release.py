@@ -268,6 +268,25 @@ def test_cli_imports_then_generates(release: tuple[Path, list[np.ndarray]],
     assert result.exit_code == 2 and "not found" in result.output
 
 
+def test_cli_import_replaces_only_what_it_writes(release: tuple[Path, list[np.ndarray]],
+                                                 tmp_path: Path) -> None:
+    out = tmp_path / "gpt1"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    args = ["import-openai", "--release", str(release[0]), "--out", str(out),
+            "--n-ctx", str(N_CTX), "--n-head", str(HEADS)]
+    result = CliRunner().invoke(app, args)
+    assert (result.exit_code, result.output) == (
+        2, f"error: {out}: holds notes.txt, which this command does not write; refusing to "
+           "replace it (--force replaces it)\n")
+    assert (out / "notes.txt").read_text() == "mine" and len(list(tmp_path.iterdir())) == 1
+    for extra in (["--force"], []):  # then its own output, which it replaces as asked
+        result = CliRunner().invoke(app, [*args, *extra])
+        assert result.exit_code == 0, result.output
+        assert sorted(p.name for p in out.iterdir()) == [
+            "config.json", "model.safetensors", "tokenizer.json"]
+
+
 # --- the tokenizer, against a restatement of the original on real text ---------------------
 
 

@@ -280,15 +280,135 @@ def test_qqp(tasks: dict[str, TaskParams], tmp_path: Path) -> None:
         read_split(task, tmp_path, "dev")
 
 
-def test_stsb_bad_score(tasks: dict[str, TaskParams], tmp_path: Path) -> None:
-    header = ("index", "genre", "filename", "year", "old_index", "source1", "source2",
-              "sentence1", "sentence2", "score")
-    path = write(tmp_path, "glue/STS-B/dev.tsv", tsv(
-        header, (0, "main-captions", "MSRvid", "2012test", "0000", "none", "none", "A man.",
-                 "A man.", "5.000"),
-        (1, "main-captions", "MSRvid", "2012test", "0002", "none", "none", "A.", "B.", "high")))
-    with raises(DataFormatError, f"{path}:3: score 'high' is not a finite number"):
+STSB_HEADER = ("index", "genre", "filename", "year", "old_index", "source1", "source2",
+               "sentence1", "sentence2", "score")
+
+
+def stsb_row(index: int, score: str) -> tuple[object, ...]:
+    return (index, "main-captions", "MSRvid", "2012test", "0000", "none", "none", "A man.",
+            "A man.", score)
+
+
+@pytest.mark.parametrize("score", ["-40", "7.5", "1e9", "nan", "inf", "high", "-0.001"])
+def test_stsb_score_outside_0_to_5(tasks: dict[str, TaskParams], tmp_path: Path,
+                                   score: str) -> None:
+    path = write(tmp_path, "glue/STS-B/dev.tsv", tsv(STSB_HEADER, stsb_row(0, "5.000"),
+                                                     stsb_row(1, score)))
+    with raises(DataFormatError, f"{path}:3: score '{score}' is not a number from 0 to 5"):
         read_split(tasks["stsb"], tmp_path, "dev")
+
+
+def test_stsb_score_bounds_are_in_range(tasks: dict[str, TaskParams], tmp_path: Path) -> None:
+    write(tmp_path, "glue/STS-B/dev.tsv", tsv(STSB_HEADER, stsb_row(0, "5.000"),
+                                              stsb_row(1, "0.000")))
+    assert read(tasks["stsb"], tmp_path, "dev")["label"] == [5.0, 0.0]
+
+
+def test_scores_and_class_labels_are_not_mixed(tasks: dict[str, TaskParams],
+                                               tmp_path: Path) -> None:
+    stsb = tasks["stsb"].model_copy(update={"labels": ["0", "1"]})
+    with raises(ValueError, "STS-B: reader 'glue_stsb' reads scores, not labels ['0', '1']"):
+        read_split(stsb, tmp_path, "dev")
+    mrpc = tasks["mrpc"].model_copy(update={"labels": None})
+    with raises(ValueError, "MRPC: reader 'glue_mrpc' reads class labels: give the task its"):
+        read_split(mrpc, tmp_path, "dev")
+
+
+def test_glue_index_is_a_whole_number_once(tasks: dict[str, TaskParams], tmp_path: Path) -> None:
+    path = write(tmp_path, "glue/SST-2/test.tsv", tsv(("index", "sentence"), (0, "a"), (-1, "b")))
+    with raises(DataFormatError, f"{path}:3: index '-1' is not a whole number from 0"):
+        read_split(tasks["sst2"], tmp_path, "test")
+    write(tmp_path, "glue/SST-2/test.tsv", tsv(("index", "sentence"), (7, "a"), (8, "b"),
+                                               (7, "c")))
+    with raises(DataFormatError, f"{path}:4: index 7 again (first on line 2)"):
+        read_split(tasks["sst2"], tmp_path, "test")
+
+
+# -- empty texts, files without rows ------------------------------------------------------------
+
+STORY_HEADER = ("InputStoryid", "InputSentence1", "InputSentence2", "InputSentence3",
+                "InputSentence4", "RandomFifthSentenceQuiz1", "RandomFifthSentenceQuiz2",
+                "AnswerRightEnding")
+STORY_TRAIN = "multiple_choice/story_cloze/cloze_test_val__spring2016.csv"
+
+
+def story(answer: str = "1", ending: str = "He was glad.") -> str:
+    return ",".join(["62a25058", "Sam went out.", "It rained.", "He had an umbrella.",
+                     '"Still, he got wet."', ending, "He flew away.", answer])
+
+
+def stories(*rows: str) -> str:
+    return "\n".join([",".join(STORY_HEADER), *rows]) + "\n"
+
+
+EMPTY_TEXTS = [  # (task, split, file, content, the line and column at fault)
+    ("sst2", "train", "glue/SST-2/train.tsv", tsv(("sentence", "label"), ("fine", 1), (" ", 0)),
+     "3: 'sentence'"),
+    ("cola", "dev", "glue/CoLA/dev.tsv", tsv(("gj04", 1, "", "Fine."), ("gj04", 0, "*", "")),
+     "2: 'sentence'"),
+    ("rte", "dev", "glue/RTE/dev.tsv", tsv(("index", "sentence1", "sentence2", "label"),
+                                          (0, "A dog barks.", "", "entailment")),
+     "2: 'sentence2'"),
+    ("mrpc", "test", "glue/MRPC/test.tsv",
+     tsv(("index", "#1 ID", "#2 ID", "#1 String", "#2 String"), (0, 1, 2, "", "B.")),
+     "2: '#1 String'"),
+    ("story_cloze", "train", STORY_TRAIN, stories(story(), story(ending='""')),
+     "3: 'RandomFifthSentenceQuiz1'"),
+]
+
+
+@pytest.mark.parametrize(("name", "split", "rel", "content", "where"), EMPTY_TEXTS)
+def test_empty_text_where_the_release_has_none(tasks: dict[str, TaskParams], tmp_path: Path,
+                                               name: str, split: str, rel: str, content: str,
+                                               where: str) -> None:
+    path = write(tmp_path, rel, content)
+    with raises(DataFormatError, f"{path}:{where} is empty (the release has no empty texts)"):
+        read_split(tasks[name], tmp_path, split)
+
+
+def test_empty_text_where_the_release_has_some(tasks: dict[str, TaskParams],
+                                               tmp_path: Path) -> None:
+    write(tmp_path, "glue/QQP/train.tsv", tsv(QQP_HEADER, (1, 2, 3, "How can I code?", "", 0)))
+    assert read(tasks["qqp"], tmp_path, "train")["text_b"] == [""]
+    write(tmp_path, "glue/MNLI/train.tsv", tsv((*MNLI_COLUMNS, "label1", "gold_label"),
+                                               mnli_row(0, "A premise.", "", "neutral",
+                                                        "neutral")))
+    assert read(tasks["mnli"], tmp_path, "train")["hypothesis"] == [""]
+
+
+NO_ROWS = [  # (task, split, file, content): a header at most
+    ("sst2", "train", "glue/SST-2/train.tsv", "sentence\tlabel\n"),
+    ("sst2", "dev", "glue/SST-2/dev.tsv", "sentence\tlabel\n\n\n"),
+    ("sst2", "test", "glue/SST-2/test.tsv", "index\tsentence\n"),
+    ("cola", "train", "glue/CoLA/train.tsv", ""),
+    ("stsb", "dev", "glue/STS-B/dev.tsv", tsv(STSB_HEADER)),
+    ("story_cloze", "train", STORY_TRAIN, stories()),
+    ("scitail", "dev", "nli/SciTailV1.1/tsv_format/scitail_1.0_dev.tsv", "\n"),
+]
+
+
+@pytest.mark.parametrize(("name", "split", "rel", "content"), NO_ROWS)
+def test_file_without_rows(tasks: dict[str, TaskParams], tmp_path: Path, name: str, split: str,
+                           rel: str, content: str) -> None:
+    path = write(tmp_path, rel, content)
+    task = tasks[name]
+    with raises(DataFormatError, f"{path}: no rows to read into {task.title}'s {split} split"):
+        read_split(task, tmp_path, split)
+
+
+def test_jsonl_without_a_gold_label_has_no_rows(tasks: dict[str, TaskParams],
+                                                tmp_path: Path) -> None:
+    path = write(tmp_path, "nli/snli_1.0/snli_1.0_dev.jsonl", snli_line("A.", "B.", "-"))
+    with raises(DataFormatError, f"{path}: no rows to read into SNLI's dev split"):
+        read_split(tasks["snli"], tmp_path, "dev")
+
+
+@pytest.mark.parametrize("answer", ["3", "0", "", "1.0", "A"])
+def test_story_cloze_answer_is_1_or_2(tasks: dict[str, TaskParams], tmp_path: Path,
+                                      answer: str) -> None:
+    path = write(tmp_path, STORY_TRAIN, stories(story("2"), story(answer)))
+    with raises(DataFormatError, f"{path}:3: label '{answer}' is not one of ['1', '2']"):
+        read_split(tasks["story_cloze"], tmp_path, "train")
 
 
 MNLI_COLUMNS = ("index", "promptID", "pairID", "genre", "sentence1_binary_parse",
@@ -429,11 +549,19 @@ def test_race_errors(tasks: dict[str, TaskParams], tmp_path: Path) -> None:
     path.write_text(race_article("high1.txt", ["Why?", "Who?"], ["A"]))
     with raises(DataFormatError, f"{path}: keys 'questions', 'options' and "):
         read_split(task, tmp_path, "dev_high")
-    record = json.loads(race_article("high1.txt", ["Why?"], ["A"]))
-    record["options"][0] = ["only", "three", "options"]
-    path.write_text(json.dumps(record))
-    with raises(DataFormatError, f"{path}: options[0]: expected 4 strings"):
+    path.write_text(race_article("high1.txt", [], []))  # an article without questions
+    with raises(DataFormatError, "must be lists of one length, not empty"):
         read_split(task, tmp_path, "dev_high")
+    for answer in ("a", 1, None):
+        path.write_text(race_article("high1.txt", ["Why?"], [answer]))  # type: ignore[list-item]
+        with raises(DataFormatError, f"{path}: answers[0]: label {answer!r} is not one of"):
+            read_split(task, tmp_path, "dev_high")
+    record = json.loads(race_article("high1.txt", ["Why?"], ["A"]))
+    for options in (["only", "three", "options"], list("ABCDE"), ["a", "b", "c", 4]):
+        record["options"][0] = options
+        path.write_text(json.dumps(record))
+        with raises(DataFormatError, f"{path}: options[0]: expected 4 strings"):
+            read_split(task, tmp_path, "dev_high")
     path.write_text('{"article": "x",\n "answers": [}')
     with raises(DataFormatError, f"{path}:2: not JSON"):
         read_split(task, tmp_path, "dev_high")
@@ -449,3 +577,34 @@ def test_holdout_split_keeps_every_row_once() -> None:
     assert sorted(train.column("idx").to_pylist() + dev.column("idx").to_pylist()) == \
         list(range(50))
     assert holdout_split(table, 10, seed=2)[1] != dev
+
+
+# -- bytes that are not UTF-8, in every file format -------------------------------------------
+
+BAD = "\udcff"  # written as the lone byte 0xff
+
+NON_UTF8 = [  # (task, split, file, content, line of the bad byte)
+    ("sst2", "train", "glue/SST-2/train.tsv", tsv(("sentence", "label"), ("ok", 1),
+                                                  (f"caf{BAD}", 0)), 3),
+    ("cola", "train", "glue/CoLA/train.tsv", tsv(("gj04", 1, "", f"Fine{BAD}.")), 1),
+    ("story_cloze", "train", STORY_TRAIN, stories(story(), story(ending=f"Bad{BAD}.")), 3),
+    ("snli", "dev", "nli/snli_1.0/snli_1.0_dev.jsonl",
+     snli_line("A.", "B.", "neutral") + snli_line("Az.", "B.", "neutral").replace("z", BAD), 2),
+    ("scitail", "dev", "nli/SciTailV1.1/tsv_format/scitail_1.0_dev.tsv",
+     tsv(("A.", "B.", "entails"), ("A.", f"B{BAD}.", "neutral")), 2),
+    ("race", "dev_high", "multiple_choice/RACE/dev/high/1.txt",
+     race_article("high1.txt", ["Why?"], ["A"]).replace("The article", f"\nThe {BAD}"), 2),
+]
+
+
+@pytest.mark.parametrize(("name", "split", "rel", "content", "line"), NON_UTF8)
+def test_non_utf8_names_file_line_and_byte(tasks: dict[str, TaskParams], tmp_path: Path,
+                                           name: str, split: str, rel: str, content: str,
+                                           line: int) -> None:
+    path = tmp_path / rel
+    path.parent.mkdir(parents=True)
+    raw = content.encode("utf-8", "surrogateescape")
+    path.write_bytes(raw)
+    offset = raw.index(b"\xff")
+    with raises(DataFormatError, f"{path}:{line}: not UTF-8 text (byte {offset}: 0xff)"):
+        read_split(tasks[name], tmp_path, split)

@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import logging
 from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
 from gpt1.bpe import Gpt1Tokenizer, train_bpe
-from gpt1.shards import read_split
-from gpt1.tokenize_corpus import WordCachedEncoder, tokenize_corpus
+from gpt1.config import load_params
+from gpt1.shards import ShardInfo, read_split
+from gpt1.tokenize_corpus import SplitShards, WordCachedEncoder, lopsided_split, tokenize_corpus
+from tasks import tokenize
+from tasks.paths import BPE_DIR, CLEAN_DIR
+from tests.conftest import REPO
 
 TEXTS = ["the cat sat on the mat .", "The CAT , the dog ; a bird", "zebra quagga xylophone",
          "", " lead  double\x1cspace trail ",
@@ -59,3 +65,47 @@ def test_tokenize_corpus_splits_in_order(tmp_path: Path) -> None:
         want = [t for i, ids in enumerate(tokenizer.encode_batch(texts)) if keep(i) for t in ids]
         assert np.concatenate(read_split(tmp_path / "shards" / split)).tolist() == want
         assert splits[split].tokens == len(want)
+
+
+def _splits(train: tuple[int, int], val: tuple[int, int]) -> dict[str, SplitShards]:
+    """(documents, tokens) per split, the tokens in one shard."""
+    return {split: SplitShards(documents, [ShardInfo("00000.arrow", tokens, "")])
+            for split, (documents, tokens) in (("train", train), ("val", val))}
+
+
+def test_val_share_near_one_in_val_every_is_not_lopsided() -> None:
+    assert lopsided_split(_splits((19, 950), (1, 50)), val_every=20) is None
+    # the bounds: 2x and half the expected share of 1/20
+    assert lopsided_split(_splits((18, 900), (2, 100)), val_every=20) is None
+    assert lopsided_split(_splits((39, 975), (1, 25)), val_every=20) is None
+
+
+def test_lopsided_split_is_named_with_its_numbers() -> None:
+    # one huge document landed in val (the first document always does)
+    assert lopsided_split(_splits((1, 9_000), (1, 1_000_000)), val_every=20) == (
+        "lopsided split: val holds 1,000,000 of 1,009,000 tokens (99.1%), 19.82x the 1/20 of "
+        "tokenize.val_every, in 1 of 2 documents: too few documents, or some far longer than "
+        "the rest")
+    # ... or in train
+    warning = lopsided_split(_splits((19, 1_000_000), (1, 24)), val_every=20)
+    assert warning is not None and "val holds 24 of 1,000,024 tokens (0.0%), 0.00x" in warning
+    # just past the bounds: 2.01x and 0.49x the expected share of 1/10
+    assert "2.01x the 1/10" in str(lopsided_split(_splits((9, 799), (1, 201)), val_every=10))
+    assert "0.49x the 1/10" in str(lopsided_split(_splits((9, 951), (1, 49)), val_every=10))
+
+
+def test_tokenize_stage_warns_of_a_lopsided_split(tmp_path: Path, monkeypatch,
+                                                  caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.chdir(tmp_path)
+    for folder in (CLEAN_DIR, BPE_DIR):
+        folder.mkdir(parents=True)
+    # the first document, which goes to val, holds nearly all the text
+    texts = ["the cat sat on the mat . " * 200, *["a bird ."] * 30]
+    pq.write_table(pa.table({"text": texts}), CLEAN_DIR / "00000.parquet")
+    _tokenizer().backend.save(str(BPE_DIR / "tokenizer.json"))
+    params = load_params(REPO / "params.yaml")
+    with caplog.at_level(logging.INFO, logger="gpt1.tokenize"):
+        tokenize.run(params)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and warnings[0].startswith("lopsided split: val holds "), warnings
+    assert f"in 2 of {len(texts)} documents" in warnings[0]  # documents 0 and 20 (val_every 20)
