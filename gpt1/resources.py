@@ -4,6 +4,7 @@ of minutes later inside an allocator."""
 
 from __future__ import annotations
 
+import errno
 import shutil
 from pathlib import Path
 
@@ -49,11 +50,16 @@ def check_memory(cfg: GPT1Config, batch_size: int, device: torch.device, knobs: 
                          f"more than the {have / GB:.1f} GB free on {device}")
 
 
+def _size(n: float) -> str:
+    return f"{n / GB:.2f} GB" if n >= GB / 10 else f"{n / 1e6:.2f} MB"
+
+
 def check_disk(path: Path, need: int, what: str) -> None:
-    """ValueError when the file system holding `path` has less than `need` bytes free."""
+    """OSError (no space left) when the file system holding `path` has less than `need` bytes
+    free."""
     path = Path(path)
     existing = next(p for p in (path, *path.parents) if p.exists())
     free = shutil.disk_usage(existing).free
     if need > free:
-        raise ValueError(f"{path}: {what} need about {need / GB:.2f} GB of disk, "
-                         f"{free / GB:.2f} GB is free")
+        raise OSError(errno.ENOSPC, f"{what} need about {_size(need)}, {_size(free)} is free",
+                      str(path))

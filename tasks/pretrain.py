@@ -82,8 +82,8 @@ def check_resources(params: Params, cfg: GPT1Config) -> None:
     weights = parameter_count(cfg) * FP32
     checkpoint = 3 * weights  # the weights and Adam's two moments
     need = (params.pretrain.keep_checkpoints + 1) * checkpoint + 2 * weights
-    check_disk(PRETRAIN_CHECKPOINTS, need, f"{params.pretrain.keep_checkpoints + 1} checkpoints "
-               "(pretrain.keep_checkpoints and the one being written) and the model")
+    check_disk(PRETRAIN_CHECKPOINTS, need, f"pretrain.keep_checkpoints + 1 = "
+               f"{params.pretrain.keep_checkpoints + 1} checkpoints and the model")
 
 
 def run(params: Params) -> None:

@@ -27,7 +27,9 @@ def describe(err: BaseException) -> str:
     """One line for an expected failure, naming the file where the error carries one."""
     if isinstance(err, OSError) and err.errno in NO_SPACE:
         where = f" writing {err.filename}" if err.filename else ""
-        return f"no space left on device{where}: free some space and run the stage again"
+        detail = "" if err.strerror == os.strerror(err.errno) else f" ({err.strerror})"
+        return (f"no space left on device{where}{detail}: free some space and run the stage "
+                "again")
     return str(err)
 
 

@@ -441,3 +441,23 @@ def test_disk_full_while_writing_the_model(pipeline: Path, tmp_path: Path,
             {k: v for k, v in before.items() if k.startswith(name)}
     assert sorted(p.name for p in disk.iterdir()) == ["bpe", "checkpoints", "pretrain"]
     assert shutil.disk_usage(disk).free == before["free"]  # nothing half-written stays
+
+
+def test_checkpoints_that_cannot_fit_stop_pretraining_before_it_starts(
+        pipeline: Path, tmp_path: Path, small_disk: Callable[[int], Path]) -> None:
+    """The checkpoint folder on a disk too small for pretrain.keep_checkpoints + 1 of them: the
+    stage stops before training, saying how much it needs and has, and writes nothing."""
+    repo = _copy(pipeline, tmp_path)
+    disk = small_disk(256)
+    shutil.rmtree(repo / "artifacts/checkpoints")
+    (repo / "artifacts/checkpoints").symlink_to(disk)
+    edit_params(repo, **{"pretrain.max_steps": 30})  # a new run: its checkpoints are to come
+    before = _snapshot(repo)
+    proc = run(_stage("pretrain"), repo, check=False)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 2, output
+    assert ("stage pretrain failed: no space left on device writing "
+            "artifacts/checkpoints/pretrain (pretrain.keep_checkpoints + 1 = 3 checkpoints and "
+            "the model need about ") in proc.stderr, output
+    assert "Traceback" not in output and "pretrain 5/30" not in output  # no step was trained
+    assert _snapshot(repo) == before and list(disk.iterdir()) == []
