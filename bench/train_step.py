@@ -63,6 +63,8 @@ def make_setup(preset: str | None, device: str, precision: str, tiny: bool,
              "device": device, "precision": precision, "max_steps": warmup + steps + 1,
              "compile": compile_step,
              "eval_every": 10**9, "log_every": 10**9, "peak_tflops": 1.0}
+    # the few timed steps sit inside the warmup: the rate changes no step's cost
+    knobs["warmup_steps"] = min(knobs["warmup_steps"], knobs["max_steps"])
     if tiny:
         knobs["batch_size"] = 4
     cfg = GPT1Config(vocab_size=vocab, n_ctx=model.n_ctx, n_embd=model.n_embd,

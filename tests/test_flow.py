@@ -58,7 +58,7 @@ def _pgid(pid: int) -> int | None:
 
 def newest_checkpoint(repo: Path) -> int:
     steps = [int(p.stem.removeprefix("step-"))
-             for p in (repo / "artifacts" / "checkpoints" / "pretrain").glob("step-*.pt")]
+             for p in (repo / "artifacts" / "checkpoints" / "pretrain").glob("*/step-*.pt")]
     return max(steps, default=0)
 
 
