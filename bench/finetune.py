@@ -1,6 +1,7 @@
 """Fine-tuning throughput on SST-2 (issue target: >= 2x, same metrics).
 
-Ours is `gpt1.finetune` as it is: length-bucketed training batches and length-sorted evaluation
+Ours is `gpt1.training.finetune` as it is: length-bucketed training batches and length-sorted
+evaluation
 batches, each padded to its own longest example. The baseline is what fine-tuning code commonly
 does: random batches, every one padded to the longest example of the data set. The baseline runs
 the very same training and evaluation loops with their batching and padding swapped out, so the
@@ -21,11 +22,16 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-import gpt1.finetune
+import gpt1.training.finetune
 from bench.common import DATA, Table, alternate, median, parser, publish
-from gpt1.bpe import Gpt1Tokenizer, train_bpe
 from gpt1.config import FinetuneTrainParams, Params, load_params
-from gpt1.finetune import (
+from gpt1.corpus.bpe import Gpt1Tokenizer, train_bpe
+from gpt1.corpus.text import TextCleaner
+from gpt1.downstream.metrics import score
+from gpt1.downstream.readers import read_split
+from gpt1.downstream.transforms import encode_examples, targets
+from gpt1.model.transformer import GPT1, GPT1Config
+from gpt1.training.finetune import (
     TaskModel,
     bucketed_batches,
     example_lengths,
@@ -33,11 +39,6 @@ from gpt1.finetune import (
     pad_batch,
     predict,
 )
-from gpt1.metrics import score
-from gpt1.model import GPT1, GPT1Config
-from gpt1.readers import read_split
-from gpt1.text import TextCleaner
-from gpt1.transforms import encode_examples, targets
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "gpt1" / "sample_data"
@@ -98,13 +99,13 @@ def _random_batches(lengths: np.ndarray, batch_size: int,
 
 @contextmanager
 def padded_to_max(width: int) -> Iterator[None]:
-    """Inside, `gpt1.finetune` trains on random batches and pads every batch to `width`."""
+    """Inside, `gpt1.training.finetune` trains on random batches and pads every batch to `width`."""
     def pad_to_width(seqs: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
         ids, lengths = pad_batch(seqs, pad_id)
         return F.pad(ids, (0, width - ids.shape[1]), value=pad_id), lengths
 
-    with mock.patch.object(gpt1.finetune, "bucketed_batches", _random_batches), \
-            mock.patch.object(gpt1.finetune, "pad_batch", pad_to_width):
+    with mock.patch.object(gpt1.training.finetune, "bucketed_batches", _random_batches), \
+            mock.patch.object(gpt1.training.finetune, "pad_batch", pad_to_width):
         yield
 
 

@@ -46,15 +46,15 @@ def run_step(step: str, src: Path, dst: Path, tokenizer_path: Path | None) -> No
     """One step on `src` into `dst`, as the stage runs it; prints its seconds and ru_maxrss."""
     start = time.perf_counter()
     if step == "clean":
-        from gpt1.corpus import clean_corpus
-        from gpt1.parallel import resolve_workers
+        from gpt1.corpus.clean import clean_corpus
+        from gpt1.corpus.parallel import resolve_workers
 
         clean_corpus(sorted(src.glob("*.parquet")), dst / "corpus.parquet",
                      workers=resolve_workers(0), batch_docs=BATCH_DOCS, min_chars=MIN_CHARS,
                      dedupe=False)
     else:
-        from gpt1.bpe import Gpt1Tokenizer
-        from gpt1.tokenize_corpus import tokenize_corpus
+        from gpt1.corpus.bpe import Gpt1Tokenizer
+        from gpt1.corpus.encode import tokenize_corpus
 
         if tokenizer_path is None:
             raise ValueError("the tokenize step needs --tokenizer")

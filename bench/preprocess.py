@@ -23,14 +23,14 @@ from pathlib import Path
 import ftfy
 import numpy as np
 
-from gpt1.books import split_documents
-from gpt1.bpe import Gpt1Tokenizer, train_bpe
 from gpt1.config import load_params
-from gpt1.corpus import clean_corpus
-from gpt1.parallel import resolve_workers
-from gpt1.shards import read_split
-from gpt1.text import TextCleaner
-from gpt1.tokenize_corpus import tokenize_corpus
+from gpt1.corpus.books import split_documents
+from gpt1.corpus.bpe import Gpt1Tokenizer, train_bpe
+from gpt1.corpus.clean import clean_corpus
+from gpt1.corpus.encode import tokenize_corpus
+from gpt1.corpus.parallel import resolve_workers
+from gpt1.corpus.shards import read_split
+from gpt1.corpus.text import TextCleaner
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "gpt1" / "sample_data" / "corpus"

@@ -1,4 +1,4 @@
-"""Pretraining throughput: our training loop (`gpt1.pretrain.pretrain`, under the default
+"""Pretraining throughput: our training loop (`gpt1.training.pretrain.pretrain`, under the default
 precision policy) against HuggingFace's `OpenAIGPTLMHeadModel` in fp32, same architecture, batch
 and sequence length, alternating in one run; MFU against a matmul peak measured in this run.
 
@@ -24,12 +24,12 @@ import torch
 
 from bench.common import Table, alternate, median, parser, publish
 from gpt1.config import ModelParams, PretrainParams, load_params
-from gpt1.device import resolve_device, resolve_dtype
-from gpt1.flops import measure_peak_flops, training_flops_per_token
-from gpt1.hf import to_hf_config
-from gpt1.model import GPT1, GPT1Config
-from gpt1.presets import load_preset
-from gpt1.pretrain import WindowSampler, pretrain
+from gpt1.interop.hf import to_hf_config
+from gpt1.model.flops import measure_peak_flops, training_flops_per_token
+from gpt1.model.transformer import GPT1, GPT1Config
+from gpt1.presets.edit import load_preset
+from gpt1.training.device import resolve_device, resolve_dtype
+from gpt1.training.pretrain import WindowSampler, pretrain
 
 REPO = Path(__file__).resolve().parents[1]
 CURVE_STEPS = 200

@@ -8,7 +8,7 @@ from prefect import task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from gpt1.config import Params
-from gpt1.report import metric_rows
+from gpt1.reporting.report import metric_rows
 from tasks.paths import REPORT
 from tasks.report import read_results
 

@@ -18,7 +18,7 @@ from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
-log = logging.getLogger("gpt1.atomic")
+log = logging.getLogger(__name__)
 
 _AT_FDCWD = -100
 _RENAME_EXCHANGE = 2

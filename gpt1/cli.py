@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from gpt1.config import ParamsError
-from gpt1.presets import apply_preset, available, parse_assignments, update_params
+from gpt1.presets.edit import apply_preset, available, parse_assignments, update_params
 
 FORCE_HELP = "replace --out even if it holds files this command does not write"
 
@@ -60,10 +60,10 @@ def generate(
     seed: Annotated[int, typer.Option(help="random seed of the sampling")] = 0,
 ) -> None:
     """Continue a prompt with a pretrained model; prints the prompt and the continuation."""
-    from gpt1.bpe import Gpt1Tokenizer
-    from gpt1.generate import sample
-    from gpt1.model import load_model
-    from gpt1.text import TextCleaner
+    from gpt1.corpus.bpe import Gpt1Tokenizer
+    from gpt1.corpus.text import TextCleaner
+    from gpt1.model.generate import sample
+    from gpt1.model.transformer import load_model
 
     try:
         tokenizer = Gpt1Tokenizer.load(model / "tokenizer.json")
@@ -83,7 +83,7 @@ def export_hf(
     force: Annotated[bool, typer.Option(help=FORCE_HELP)] = False,
 ) -> None:
     """Write a model as a HuggingFace OpenAIGPTLMHeadModel directory (from_pretrained loads it)."""
-    from gpt1 import hf
+    from gpt1.interop import hf
 
     try:
         hf.export_hf(model, out, force)
@@ -101,7 +101,7 @@ def import_hf(
     force: Annotated[bool, typer.Option(help=FORCE_HELP)] = False,
 ) -> None:
     """Convert a HuggingFace openai-gpt checkpoint (bare, LM head or double heads) to ours."""
-    from gpt1 import hf
+    from gpt1.interop import hf
 
     try:
         ignored = hf.import_hf(hf_dir, out, force)
@@ -125,7 +125,7 @@ def import_openai(
     force: Annotated[bool, typer.Option(help=FORCE_HELP)] = False,
 ) -> None:
     """Import OpenAI's released GPT-1 weights and BPE as a model directory (for generate)."""
-    from gpt1.openai_release import import_release
+    from gpt1.interop.openai import import_release
 
     try:
         cfg = import_release(release, out, n_ctx=n_ctx, n_head=n_head, seed=seed, force=force)

@@ -80,7 +80,8 @@ _DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?")
 
 
 def _device_name(name: str) -> str:
-    """What `gpt1.device.resolve_device` accepts; whether CUDA is there is checked at start."""
+    """What `gpt1.training.device.resolve_device` accepts; whether CUDA is there is checked at
+    start."""
     if not _DEVICE.fullmatch(name):
         raise ValueError(f"{name!r} is not a device: use auto, cpu, cuda or cuda:N")
     return name

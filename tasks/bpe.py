@@ -8,13 +8,13 @@ import sys
 import pyarrow.parquet as pq
 
 from gpt1.atomic import atomic_dir
-from gpt1.bpe import train_bpe
 from gpt1.config import Params
-from gpt1.documents import iter_texts
+from gpt1.corpus.bpe import train_bpe
+from gpt1.corpus.documents import iter_texts
 from tasks.paths import BPE_DIR, CLEAN_DIR
 from tasks.stage import main
 
-log = logging.getLogger("gpt1.bpe")
+log = logging.getLogger("tasks.bpe")  # run as __main__: named by its module path
 
 
 def run(params: Params) -> None:

@@ -9,13 +9,13 @@ import pyarrow.parquet as pq
 
 from gpt1.atomic import atomic_dir
 from gpt1.config import Params
-from gpt1.corpus import clean_corpus
-from gpt1.parallel import resolve_workers
+from gpt1.corpus.clean import clean_corpus
+from gpt1.corpus.parallel import resolve_workers
 from gpt1.progress import StepProgress
 from tasks.paths import CLEAN_DIR, RAW_CORPUS
 from tasks.stage import main
 
-log = logging.getLogger("gpt1.clean")
+log = logging.getLogger("tasks.clean")  # run as __main__: named by its module path
 
 
 def run(params: Params) -> None:

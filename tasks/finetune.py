@@ -15,18 +15,19 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from gpt1.atomic import atomic_dir, write_text
-from gpt1.bpe import Gpt1Tokenizer
 from gpt1.config import Params, TaskParams
-from gpt1.device import resolve_device, resolve_dtype
-from gpt1.finetune import TaskModel, finetune, predict
-from gpt1.metrics import score
-from gpt1.model import load_model, save_safetensors
-from gpt1.text import TextCleaner
-from gpt1.transforms import encode_examples, targets
+from gpt1.corpus.bpe import Gpt1Tokenizer
+from gpt1.corpus.text import TextCleaner
+from gpt1.downstream.metrics import score
+from gpt1.downstream.transforms import encode_examples, targets
+from gpt1.model.heads import TaskModel
+from gpt1.model.transformer import load_model, save_safetensors
+from gpt1.training.device import resolve_device, resolve_dtype
+from gpt1.training.finetune import finetune, predict
 from tasks.paths import FINETUNE_DIR, FINETUNE_METRICS, PRETRAIN_DIR, RAW_TASKS
 from tasks.stage import main
 
-log = logging.getLogger("gpt1.finetune")
+log = logging.getLogger("tasks.finetune")  # run as __main__: named by its module path
 
 
 @dataclass(frozen=True)

@@ -10,17 +10,17 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from gpt1.atomic import atomic_dir
-from gpt1.books import split_documents
 from gpt1.config import Params, TaskParams
-from gpt1.glue import utf8_errors
-from gpt1.readers import holdout_split, missing_files, read_split
-from gpt1.registry import split_paths
+from gpt1.corpus.books import split_documents
+from gpt1.corpus.documents import DOCUMENT_SCHEMA
+from gpt1.downstream.families import split_paths
+from gpt1.downstream.glue import utf8_errors
+from gpt1.downstream.readers import holdout_split, missing_files, read_split
 from tasks.paths import RAW_CORPUS, RAW_TASKS
 from tasks.stage import main
 
-log = logging.getLogger("gpt1.ingest")
+log = logging.getLogger("tasks.ingest")  # run as __main__: named by its module path
 
-CORPUS_SCHEMA = pa.schema([("id", pa.string()), ("source", pa.string()), ("text", pa.string())])
 
 
 def corpus_files(root: Path, patterns: list[str]) -> list[Path]:
@@ -41,7 +41,7 @@ def write_documents(source: str, docs: list[str], path: Path) -> None:
     table = pa.table(
         {"id": [f"{source}#{k}" for k in range(len(docs))], "source": [source] * len(docs),
          "text": docs},
-        schema=CORPUS_SCHEMA,
+        schema=DOCUMENT_SCHEMA,
     )
     pq.write_table(table, path)
 

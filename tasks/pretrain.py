@@ -13,15 +13,15 @@ import torch
 from dvclive import Live
 
 from gpt1.atomic import atomic_dir, write_text
-from gpt1.bpe import Gpt1Tokenizer
-from gpt1.checkpoint import CheckpointRuns, CheckpointStore, StopRequested
 from gpt1.config import Params
-from gpt1.device import resolve_device
-from gpt1.distributed import process_group
-from gpt1.model import GPT1, GPT1Config, save_model
-from gpt1.pretrain import pretrain
-from gpt1.resources import FP32, check_disk, check_memory, parameter_count
-from gpt1.shards import read_verified_split, unigram_loss
+from gpt1.corpus.bpe import Gpt1Tokenizer
+from gpt1.corpus.shards import read_verified_split, unigram_loss
+from gpt1.model.transformer import GPT1, GPT1Config, save_model
+from gpt1.training.checkpoint import CheckpointRuns, CheckpointStore, StopRequested
+from gpt1.training.device import resolve_device
+from gpt1.training.distributed import process_group
+from gpt1.training.pretrain import pretrain
+from gpt1.training.resources import FP32, check_disk, check_memory, parameter_count
 from tasks.paths import (
     BPE_DIR,
     PRETRAIN_CHECKPOINTS,
@@ -32,7 +32,7 @@ from tasks.paths import (
 )
 from tasks.stage import main
 
-log = logging.getLogger("gpt1.pretrain")
+log = logging.getLogger("tasks.pretrain")  # run as __main__: named by its module path
 
 UNIGRAM_MARGIN = 0.1  # nats: closer than this to the unigram loss, context is barely used
 # Knobs that change neither the data nor the arithmetic of training: a checkpoint written under

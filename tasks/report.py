@@ -8,12 +8,12 @@ from pathlib import Path
 
 from gpt1.atomic import atomic_dir, write_text
 from gpt1.config import Params
-from gpt1.plots import plot_task_curves
-from gpt1.report import Result, render_summary
+from gpt1.reporting.plots import plot_task_curves
+from gpt1.reporting.report import Result, render_summary
 from tasks.paths import FINETUNE_METRICS, PRETRAIN_METRICS, REPORT, REPORT_PLOTS
 from tasks.stage import main
 
-log = logging.getLogger("gpt1.report")
+log = logging.getLogger("tasks.report")  # run as __main__: named by its module path
 
 
 def _read(path: Path, stage: str) -> Result:

@@ -15,7 +15,7 @@ import yaml
 
 from gpt1.config import Params, ParamsError, load_params
 
-log = logging.getLogger("gpt1")
+log = logging.getLogger(__name__)
 
 # Failures retrying cannot mend: bad input or params, a loss gone non-finite, the disk or the
 # permissions. They exit 2 with one line; anything else is a bug and keeps its traceback.

@@ -6,14 +6,14 @@ import json
 import logging
 
 from gpt1.atomic import atomic_dir
-from gpt1.bpe import Gpt1Tokenizer
 from gpt1.config import Params
-from gpt1.shards import sha256_file, token_dtype
-from gpt1.tokenize_corpus import lopsided_split, tokenize_corpus
+from gpt1.corpus.bpe import Gpt1Tokenizer
+from gpt1.corpus.encode import lopsided_split, tokenize_corpus
+from gpt1.corpus.shards import sha256_file, token_dtype
 from tasks.paths import BPE_DIR, CLEAN_DIR, SHARDS_DIR
 from tasks.stage import main
 
-log = logging.getLogger("gpt1.tokenize")
+log = logging.getLogger("tasks.tokenize")  # run as __main__: named by its module path
 
 
 def run(params: Params) -> None:

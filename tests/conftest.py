@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from gpt1.presets import nest, update_params
+from gpt1.presets.edit import nest, update_params
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("GPT1_SHARED_DATA", REPO.parent / "shared" / "data"))

@@ -166,7 +166,7 @@ def _nothing(repo: Path) -> None:
 
 def _hf_dir(repo: Path) -> None:
     """`hf/`: the pretrained model as a HuggingFace openai-gpt directory."""
-    from gpt1.hf import export_hf
+    from gpt1.interop.hf import export_hf
 
     export_hf(repo / "artifacts/pretrain", repo / "hf")
 
@@ -183,7 +183,7 @@ def _pickled_model(repo: Path) -> None:
     """`hf/pytorch_model.bin` a pickle of a whole module: loading it would run its code."""
     import torch
 
-    from gpt1.model import load_model
+    from gpt1.model.transformer import load_model
 
     (repo / "hf/model.safetensors").unlink()
     torch.save(load_model(repo / "artifacts/pretrain"), repo / "hf/pytorch_model.bin")
@@ -392,8 +392,8 @@ def test_a_changed_knob_sets_checkpoints_aside_and_extend_continues(pipeline: Pa
 
     edit_params(repo, **{"pretrain.max_steps": 30})
     fresh = run(_stage("pretrain"), repo)
-    assert "WARNING gpt1.checkpoint checkpoints of 1 run(s) with other settings are kept" in \
-        fresh.stderr
+    assert ("WARNING gpt1.training.checkpoint checkpoints of 1 run(s) with other settings are "
+            "kept") in fresh.stderr
     assert "resumed from" not in fresh.stderr and "extending" not in fresh.stderr
     assert {p.name: p.read_bytes() for p in first.iterdir()} == first_files  # untouched
     assert set(_run_folders(repo)) == {20, 30}

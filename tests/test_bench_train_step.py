@@ -38,7 +38,7 @@ def test_curve_gap_is_relative_to_fp32() -> None:
 
 
 def test_no_curve_where_bf16_is_emulated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("gpt1.device.cpu_has_native_bf16", lambda: False)
+    monkeypatch.setattr("gpt1.training.device.cpu_has_native_bf16", lambda: False)
     path = train_step.main(["--tiny", "--repeats", "1", "--steps", "1", "--warmup", "1",
                             "--out", str(tmp_path)])
     (table,) = json.loads(path.read_text())["tables"]

@@ -1,11 +1,11 @@
-"""gpt1.books: Gutenberg boilerplate stripped, paragraphs unwrapped, documents grouped."""
+"""gpt1.corpus.books: Gutenberg boilerplate stripped, paragraphs unwrapped, documents grouped."""
 
 from __future__ import annotations
 
 import hashlib
 from pathlib import Path
 
-from gpt1.books import paragraphs, split_documents, strip_gutenberg
+from gpt1.corpus.books import paragraphs, split_documents, strip_gutenberg
 
 HEADER = (
     "The Project Gutenberg eBook of A Test Book\n"
@@ -109,7 +109,7 @@ TRAILERS = (
 
 
 def test_end_of_ebook_trailer_is_not_prose() -> None:
-    """BUG (gpt1/books.py, strip_gutenberg): real Project Gutenberg e-texts put an "End of
+    """BUG (gpt1/corpus/books.py, strip_gutenberg): real Project Gutenberg e-texts put an "End of
     [the] Project Gutenberg['s] EBook of <title>, by <author>" line just before the `*** END OF
     ...` marker (layout copied from pg11 lines 3370-3378 and pg158 lines 16271-16274). That
     line is boilerplate, not prose, yet it ends the last document of 15 of the 16 books in

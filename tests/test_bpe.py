@@ -1,4 +1,5 @@
-"""gpt1.bpe: a GPT-1-style BPE with `</w>` word ends, lower-casing and the special tokens last."""
+"""gpt1.corpus.bpe: a GPT-1-style BPE with `</w>` word ends, lower-casing and the special tokens
+last."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 import pytest
 from tokenizers import Tokenizer, models
 
-from gpt1.bpe import END_OF_WORD, SPECIAL_TOKENS, UNK, Gpt1Tokenizer, train_bpe
+from gpt1.corpus.bpe import END_OF_WORD, SPECIAL_TOKENS, UNK, Gpt1Tokenizer, train_bpe
 
 VOCAB = 150
 
@@ -98,7 +99,8 @@ def test_special_tokens_are_atomic_in_text(tok: Gpt1Tokenizer) -> None:
 def test_training_is_deterministic(tokenizer: Tokenizer) -> None:
     """Same texts, same settings -> the same ids (else `dvc repro` of bpe is not reproducible).
 
-    BUG (gpt1/bpe.py, train_bpe): the learned tokens and merges are the same every time, but the
+    BUG (gpt1/corpus/bpe.py, train_bpe): the learned tokens and merges are the same every time, but
+    the
     ids of the word-final single characters (`x</w>`, ...) come out in a different order on each
     call, so tokenizer.json, the token shards and everything downstream change between runs.
     """

@@ -1,4 +1,4 @@
-"""gpt1.checkpoint: atomic, code-free checkpoints; the newest good one of this run wins."""
+"""gpt1.training.checkpoint: atomic, code-free checkpoints; the newest good one of this run wins."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from gpt1.checkpoint import (
+from gpt1.training.checkpoint import (
     RUN_FILE,
     CheckpointRuns,
     CheckpointStore,
@@ -59,7 +59,7 @@ def test_unreadable_newest_falls_back_to_the_previous(tmp_path: Path,
     store.save(1, _state(1.0))
     newest = store.save(2, _state(2.0))
     newest.write_bytes(newest.read_bytes()[:100])  # cut short, as by a copy that died
-    with caplog.at_level(logging.WARNING, logger="gpt1.checkpoint"):
+    with caplog.at_level(logging.WARNING, logger="gpt1.training.checkpoint"):
         state = store.latest()
     assert state is not None and state["step"] == 1
     assert "step-00000002.pt: unreadable checkpoint" in caplog.text
@@ -143,14 +143,14 @@ def test_other_runs_are_kept_and_reported(tmp_path: Path,
         runs.store(_settings(steps), keep=2).save(steps, _state(steps))
         time.sleep(0.01)  # distinct modification times: 10 is the least recent
     current = runs.store(_settings(40), keep=2)
-    with caplog.at_level(logging.WARNING, logger="gpt1.checkpoint"):
+    with caplog.at_level(logging.WARNING, logger="gpt1.training.checkpoint"):
         runs.set_aside(current, keep_other_runs=None)
     assert "checkpoints of 3 run(s) with other settings are kept" in caplog.text
     assert [run.settings for run in runs.others(current)] == [_settings(s) for s in (10, 20, 30)]
     assert runs.others(current)[0].store.latest()["step"] == 10  # resumable, as `extend` does
 
     caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="gpt1.checkpoint"):
+    with caplog.at_level(logging.WARNING, logger="gpt1.training.checkpoint"):
         runs.set_aside(current, keep_other_runs=1)
     oldest = [runs.store(_settings(s), keep=2).directory for s in (10, 20)]
     for folder in oldest:
@@ -163,7 +163,7 @@ def test_loose_checkpoints_of_the_old_layout_are_filed(tmp_path: Path,
                                                        caplog: pytest.LogCaptureFixture) -> None:
     CheckpointStore(tmp_path, "f" * 64).save(5, _state(5.0))
     runs = CheckpointRuns(tmp_path)
-    with caplog.at_level(logging.WARNING, logger="gpt1.checkpoint"):
+    with caplog.at_level(logging.WARNING, logger="gpt1.training.checkpoint"):
         runs.set_aside(runs.store(_settings(10), keep=2), keep_other_runs=None)
     assert not list(tmp_path.glob("*.pt"))
     assert CheckpointStore(tmp_path / ("f" * 16), "f" * 64).latest()["step"] == 5

@@ -1,4 +1,5 @@
-"""gpt1.corpus: clean_corpus drops empty, too-short and duplicate documents, in input order."""
+"""gpt1.corpus.clean: clean_corpus drops empty, too-short and duplicate documents, in input
+order."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from gpt1.corpus import CLEAN_SCHEMA, clean_corpus
-from gpt1.text import TextCleaner
+from gpt1.corpus.clean import CLEAN_SCHEMA, clean_corpus
+from gpt1.corpus.text import TextCleaner
 
 LONG_A = "It was a dark and stormy night; the rain fell in torrents."
 LONG_B = "The quick brown fox didn't jump over the lazy dog at all."

@@ -14,13 +14,13 @@ import numpy as np
 import pytest
 import torch
 
-from gpt1.bpe import train_bpe
 from gpt1.config import load_params
-from gpt1.distributed import Group, from_env
-from gpt1.model import GPT1, load_model
-from gpt1.presets import nest, update_params
-from gpt1.pretrain import pretrain
-from gpt1.shards import ShardWriter, read_split
+from gpt1.corpus.bpe import train_bpe
+from gpt1.corpus.shards import ShardWriter, read_split
+from gpt1.model.transformer import GPT1, load_model
+from gpt1.presets.edit import nest, update_params
+from gpt1.training.distributed import Group, from_env
+from gpt1.training.pretrain import pretrain
 from tasks.pretrain import model_config
 from tests.conftest import REPO, run
 

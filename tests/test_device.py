@@ -1,4 +1,4 @@
-"""gpt1.device: device and precision resolution (CPU-only checks, no GPU assumed)."""
+"""gpt1.training.device: device and precision resolution (CPU-only checks, no GPU assumed)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import contextlib
 import pytest
 import torch
 
-import gpt1.device
-from gpt1.device import autocast, resolve_device, resolve_dtype
+import gpt1.training.device
+from gpt1.training.device import autocast, resolve_device, resolve_dtype
 
 
 def test_resolve_device() -> None:
@@ -23,7 +23,8 @@ def test_resolve_device() -> None:
 def test_resolve_dtype(monkeypatch: pytest.MonkeyPatch) -> None:
     cpu, cuda = torch.device("cpu"), torch.device("cuda")
     for native, expected in ((False, torch.float32), (True, torch.bfloat16)):
-        monkeypatch.setattr(gpt1.device, "cpu_has_native_bf16", lambda native=native: native)
+        monkeypatch.setattr(gpt1.training.device, "cpu_has_native_bf16",
+                            lambda native=native: native)
         assert resolve_dtype("auto", cpu) == expected
     assert resolve_dtype("auto", cuda) == torch.bfloat16
     assert resolve_dtype("fp32", cuda) == torch.float32

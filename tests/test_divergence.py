@@ -1,4 +1,5 @@
-"""gpt1.divergence: a run whose loss is no longer finite, or has blown up, stops and says so."""
+"""gpt1.training.divergence: a run whose loss is no longer finite, or has blown up, stops and says
+so."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import math
 
 import pytest
 
-from gpt1.divergence import DIVERGED_FACTOR, DivergenceGuard
+from gpt1.training.divergence import DIVERGED_FACTOR, DivergenceGuard
 
 
 @pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])

@@ -1,4 +1,4 @@
-"""gpt1.documents: stream the text column of the document tables, in file and row order."""
+"""gpt1.corpus.documents: stream the text column of the document tables, in file and row order."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from gpt1.documents import iter_texts
+from gpt1.corpus.documents import iter_texts
 
 
 def _write(path: Path, texts: list[str]) -> None:

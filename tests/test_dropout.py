@@ -1,12 +1,12 @@
-"""gpt1.dropout and the CPU attention path that uses it: F.dropout's masks and scaling."""
+"""gpt1.model.dropout and the CPU attention path that uses it: F.dropout's masks and scaling."""
 
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
 
-from gpt1.dropout import Dropout, dropout
-from gpt1.model import _causal_attention_with_dropout
+from gpt1.model.dropout import Dropout, dropout
+from gpt1.model.transformer import _causal_attention_with_dropout
 
 
 def test_drops_a_fraction_p_and_scales_the_rest() -> None:

@@ -68,3 +68,11 @@ def test_every_registry_task_has_a_finetune_stage() -> None:
         names = {stage.addressing for stage in repo.index.stages}
     tasks = load_params(REPO / "params.yaml").tasks
     assert {f"finetune@{task}" for task in tasks} <= names
+
+
+def test_library_sub_packages_re_export_nothing() -> None:
+    """The deps above leave `__init__.py` files out: that holds only while they are empty, as a
+    re-export would make every stage importing one module depend on its whole sub-package."""
+    inits = sorted((REPO / "gpt1").glob("*/__init__.py"))
+    assert len(inits) >= 6
+    assert [p.relative_to(REPO).as_posix() for p in inits if p.read_text().strip()] == []

@@ -11,7 +11,7 @@ import pytest
 from dvc.repo import Repo
 
 from gpt1.config import load_params
-from gpt1.shards import sha256_file
+from gpt1.corpus.shards import sha256_file
 from tests.conftest import dvc, edit_params, run
 
 pytestmark = pytest.mark.e2e

@@ -1,4 +1,5 @@
-"""gpt1.finetune: each family's head, padding, the auxiliary LM loss, and toy tasks that a tiny
+"""gpt1.training.finetune: each family's head, padding, the auxiliary LM loss, and toy tasks that a
+tiny
 model must learn."""
 
 from __future__ import annotations
@@ -10,18 +11,17 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import gpt1.finetune
+import gpt1.training.finetune
 from gpt1.config import Family, FinetuneTrainParams, TaskParams
-from gpt1.finetune import (
+from gpt1.model.heads import TaskModel, lm_loss_on_text
+from gpt1.model.transformer import GPT1, GPT1Config
+from gpt1.training.finetune import (
     FinetuneResult,
-    TaskModel,
     bucketed_batches,
     finetune,
-    lm_loss_on_text,
     pad_batch,
     predict,
 )
-from gpt1.model import GPT1, GPT1Config
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -158,7 +158,7 @@ def test_finetune_trains_on_every_example_each_epoch(monkeypatch: pytest.MonkeyP
         seen.extend(map(tuple, seqs))
         return pad_batch(seqs, pad_id)
 
-    monkeypatch.setattr(gpt1.finetune, "pad_batch", recording)
+    monkeypatch.setattr(gpt1.training.finetune, "pad_batch", recording)
     finetune(task_model(), examples, labels, PAD, _cfg(epochs=2, batch_size=8))
     expected = sorted(tuple(e[0]) for e in examples)
     assert sorted(seen[:40]) == expected and sorted(seen[40:]) == expected

@@ -1,11 +1,12 @@
-"""gpt1.flops: the FLOPs a training token costs, and the device peak MFU is measured against."""
+"""gpt1.model.flops: the FLOPs a training token costs, and the device peak MFU is measured
+against."""
 
 from __future__ import annotations
 
 import torch
 
-from gpt1.flops import measure_peak_flops, training_flops_per_token
-from gpt1.model import GPT1, GPT1Config
+from gpt1.model.flops import measure_peak_flops, training_flops_per_token
+from gpt1.model.transformer import GPT1, GPT1Config
 
 
 def test_flops_per_token_is_six_per_multiplying_weight_plus_attention() -> None:

@@ -1,4 +1,4 @@
-"""gpt1.generate and `gpt1 generate`: seeded sampling, greedy decoding, context cropping."""
+"""gpt1.model.generate and `gpt1 generate`: seeded sampling, greedy decoding, context cropping."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from gpt1.bpe import train_bpe
 from gpt1.cli import app
-from gpt1.generate import sample
-from gpt1.model import GPT1, GPT1Config, save_model
+from gpt1.corpus.bpe import train_bpe
+from gpt1.model.generate import sample
+from gpt1.model.transformer import GPT1, GPT1Config, save_model
 from tests.conftest import run
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

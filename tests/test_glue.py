@@ -1,4 +1,5 @@
-"""gpt1.glue: TSVs read with quoting off, CSVs quoted, BOM tolerated, every row with its line, and
+"""gpt1.downstream.glue: TSVs read with quoting off, CSVs quoted, BOM tolerated, every row with its
+line, and
 errors that name the file and line."""
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gpt1.glue import (
+from gpt1.downstream.glue import (
     DataFormatError,
     parse_index,
     parse_label,

@@ -1,4 +1,5 @@
-"""gpt1.hf and `gpt1 export-hf` / `import-hf`: logits match transformers' openai-gpt both ways.
+"""gpt1.interop.hf and `gpt1 export-hf` / `import-hf`: logits match transformers' openai-gpt both
+ways.
 
 Run with `pytest -s` to see the max absolute differences.
 """
@@ -24,9 +25,9 @@ from transformers.utils import logging as hf_logging
 from typer.testing import CliRunner
 
 from gpt1.cli import app
-from gpt1.finetune import TaskModel
-from gpt1.hf import HF_AFN, export_hf, import_hf
-from gpt1.model import GPT1, GPT1Config, load_model, save_model
+from gpt1.interop.hf import HF_AFN, export_hf, import_hf
+from gpt1.model.heads import TaskModel
+from gpt1.model.transformer import GPT1, GPT1Config, load_model, save_model
 from tests.conftest import run
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

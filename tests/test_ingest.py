@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from gpt1.config import Params, parse_params
-from gpt1.glue import DataFormatError
+from gpt1.downstream.glue import DataFormatError
 from tasks import ingest
 from tests.conftest import REPO, run
 

@@ -1,4 +1,5 @@
-"""gpt1.lm_loss: the chunked head + cross-entropy gives F.cross_entropy's loss and gradients."""
+"""gpt1.model.lm_loss: the chunked head + cross-entropy gives F.cross_entropy's loss and
+gradients."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from gpt1.lm_loss import linear_cross_entropy
+from gpt1.model.lm_loss import linear_cross_entropy
 
 
 def _inputs(vocab: int = 203, ignored: int = 7) -> tuple[torch.Tensor, ...]:

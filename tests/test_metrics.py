@@ -1,4 +1,4 @@
-"""gpt1.metrics: task metrics in percent, as the paper reports them."""
+"""gpt1.downstream.metrics: task metrics in percent, as the paper reports them."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from gpt1.metrics import score
+from gpt1.downstream.metrics import score
 
 
 def test_accuracy_in_percent() -> None:

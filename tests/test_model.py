@@ -1,4 +1,5 @@
-"""gpt1.model: GPT-1's post-LN decoder with a tied LM head and HuggingFace parameter names."""
+"""gpt1.model.transformer: GPT-1's post-LN decoder with a tied LM head and HuggingFace parameter
+names."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from gpt1.model import GPT1, GPT1Config, load_model, save_model, save_safetensors
+from gpt1.model.transformer import GPT1, GPT1Config, load_model, save_model, save_safetensors
 
 V, CTX, EMBD, LAYERS, HEADS = 50, 16, 32, 2, 4
 

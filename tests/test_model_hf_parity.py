@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from transformers import OpenAIGPTConfig, OpenAIGPTModel
 
-from gpt1.model import GPT1, GPT1Config
+from gpt1.model.transformer import GPT1, GPT1Config
 
 V, CTX, EMBD, LAYERS, HEADS = 60, 16, 32, 2, 4
 CONV1D = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")

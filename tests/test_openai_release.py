@@ -1,4 +1,4 @@
-"""gpt1.openai_release: OpenAI's released GPT-1 shards and BPE, imported as a model directory.
+"""gpt1.interop.openai: OpenAI's released GPT-1 shards and BPE, imported as a model directory.
 
 The weights (params_0.npy..params_9.npy) are not stored here, so the model tests write a small
 synthetic release in exactly their layout; the tokenizer tests use the real released BPE.
@@ -24,8 +24,8 @@ from transformers.models.openai.modeling_openai import ACT_FNS
 from typer.testing import CliRunner
 
 from gpt1.cli import app
-from gpt1.model import GPT1, GPT1Config, load_model
-from gpt1.openai_release import (
+from gpt1.corpus.text import TextCleaner, text_standardize
+from gpt1.interop.openai import (
     OpenAITextEncoder,
     import_release,
     load_release_params,
@@ -34,7 +34,7 @@ from gpt1.openai_release import (
     release_config,
     split_params,
 )
-from gpt1.text import TextCleaner, text_standardize
+from gpt1.model.transformer import GPT1, GPT1Config, load_model
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

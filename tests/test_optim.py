@@ -1,4 +1,5 @@
-"""gpt1.optim: AdamW with decay on matrices only, and the warmup + decay learning-rate factor."""
+"""gpt1.training.optim: AdamW with decay on matrices only, and the warmup + decay learning-rate
+factor."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ import math
 import pytest
 import torch
 
-from gpt1.model import GPT1, GPT1Config
-from gpt1.optim import build_optimizer, build_scheduler, lr_factor
+from gpt1.model.transformer import GPT1, GPT1Config
+from gpt1.training.optim import build_optimizer, build_scheduler, lr_factor
 
 CPU = torch.device("cpu")
 

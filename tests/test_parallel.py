@@ -1,4 +1,5 @@
-"""gpt1.parallel: an order-preserving process map that never reads far ahead of its consumer."""
+"""gpt1.corpus.parallel: an order-preserving process map that never reads far ahead of its
+consumer."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from gpt1.parallel import bounded_map, resolve_workers
+from gpt1.corpus.parallel import bounded_map, resolve_workers
 
 # Functions handed to worker processes must be importable (spawn): module level.
 

@@ -1,4 +1,4 @@
-"""gpt1.plots: per-task curves written as PNG files."""
+"""gpt1.reporting.plots: per-task curves written as PNG files."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 
-from gpt1.plots import plot_task_curves
+from gpt1.reporting.plots import plot_task_curves
 
 
 def test_writes_a_png_and_leaves_no_figure_open(tmp_path: Path) -> None:

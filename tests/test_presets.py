@@ -1,4 +1,5 @@
-"""gpt1.presets: a preset is overlaid onto a params file, keeping its comments and other keys."""
+"""gpt1.presets.edit: a preset is overlaid onto a params file, keeping its comments and other
+keys."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 import yaml
 
 from gpt1.config import ParamsError, load_params
-from gpt1.presets import (
+from gpt1.presets.edit import (
     _overlay,
     apply_preset,
     available,

@@ -1,4 +1,4 @@
-"""gpt1.pretrain: reproducible windows of the token stream, and a short run that learns."""
+"""gpt1.training.pretrain: reproducible windows of the token stream, and a short run that learns."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from gpt1.config import PretrainParams
-from gpt1.model import GPT1, GPT1Config
-from gpt1.pretrain import PretrainResult, WindowSampler, evaluate, pretrain
+from gpt1.model.transformer import GPT1, GPT1Config
+from gpt1.training.pretrain import PretrainResult, WindowSampler, evaluate, pretrain
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -1,4 +1,5 @@
-"""gpt1.readers: every registry reader, on the real files beside the repo where we have them and
+"""gpt1.downstream.readers: every registry reader, on the real files beside the repo where we have
+them and
 on small files in the exact release layout where we do not (QQP, MNLI, SNLI, SciTail, RACE)."""
 
 from __future__ import annotations
@@ -14,9 +15,9 @@ import pyarrow as pa
 import pytest
 
 from gpt1.config import TaskParams, load_params
-from gpt1.glue import DataFormatError
-from gpt1.readers import READERS, holdout_split, missing_files, read_split
-from gpt1.registry import task_schema
+from gpt1.downstream.families import task_schema
+from gpt1.downstream.glue import DataFormatError
+from gpt1.downstream.readers import READERS, holdout_split, missing_files, read_split
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "gpt1" / "sample_data"
@@ -473,7 +474,7 @@ def test_snli_jsonl(tasks: dict[str, TaskParams], tmp_path: Path,
         snli_line("Two women are embracing.", "The sisters are hugging.", "-"),
         snli_line("Children smiling.", "They are frowning.", "contradiction"),
     ]))
-    with caplog.at_level(logging.INFO, logger="gpt1.readers"):
+    with caplog.at_level(logging.INFO, logger="gpt1.downstream.readers"):
         assert read(task, tmp_path, "dev") == {
             "idx": [0, 1], "premise": ["A person on a horse jumps.", "Children smiling."],
             "hypothesis": ["A person is outdoors.", "They are frowning."], "label": [0, 2]}

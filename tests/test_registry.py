@@ -1,4 +1,4 @@
-"""gpt1.registry: each family's normalised table and what a registry entry implies."""
+"""gpt1.downstream.families: each family's normalised table and what a registry entry implies."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from gpt1.config import load_params
-from gpt1.registry import n_outputs, split_paths, task_schema
+from gpt1.downstream.families import n_outputs, split_paths, task_schema
 
 TASKS = load_params(Path(__file__).resolve().parents[1] / "params.yaml").tasks
 

@@ -1,4 +1,5 @@
-"""gpt1.report: the summary puts our figures (median and spread over seeds) beside the paper's."""
+"""gpt1.reporting.report: the summary puts our figures (median and spread over seeds) beside the
+paper's."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from gpt1.config import load_params
-from gpt1.report import glue_average, metric_rows, render_summary
+from gpt1.reporting.report import glue_average, metric_rows, render_summary
 
 TASKS = load_params(Path(__file__).resolve().parents[1] / "params.yaml").tasks
 PRETRAIN = {"steps": 400, "tokens": 1_638_400, "parameters": 5_432_100, "train_loss": 4.56789,

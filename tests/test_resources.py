@@ -1,4 +1,5 @@
-"""gpt1.resources: memory and disk needs are checked before anything is allocated or written."""
+"""gpt1.training.resources: memory and disk needs are checked before anything is allocated or
+written."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from gpt1.model import GPT1, GPT1Config
-from gpt1.resources import (
+from gpt1.model.transformer import GPT1, GPT1Config
+from gpt1.training.resources import (
     TRAINING_BYTES_PER_PARAMETER,
     check_disk,
     check_memory,

@@ -15,11 +15,11 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from gpt1.checkpoint import CheckpointStore, StopRequested
 from gpt1.config import PretrainParams
-from gpt1.model import GPT1, GPT1Config
-from gpt1.optim import lr_factor
-from gpt1.pretrain import pretrain
+from gpt1.model.transformer import GPT1, GPT1Config
+from gpt1.training.checkpoint import CheckpointStore, StopRequested
+from gpt1.training.optim import lr_factor
+from gpt1.training.pretrain import pretrain
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -129,9 +129,9 @@ CHILD = textwrap.dedent("""
     import numpy as np, torch
     sys.path.insert(0, {tests!r})
     from test_resume import _cfg, _model
-    from gpt1.checkpoint import CheckpointStore
-    from gpt1.model import save_model
-    from gpt1.pretrain import pretrain
+    from gpt1.training.checkpoint import CheckpointStore
+    from gpt1.model.transformer import save_model
+    from gpt1.training.pretrain import pretrain
 
     logging.basicConfig(level=logging.INFO)
     torch.set_num_threads(1)

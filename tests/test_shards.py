@@ -1,4 +1,5 @@
-"""gpt1.shards: token ids split into Arrow shards and read back memory-mapped without a copy."""
+"""gpt1.corpus.shards: token ids split into Arrow shards and read back memory-mapped without a
+copy."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from gpt1.shards import (
+from gpt1.corpus.shards import (
     ShardInfo,
     ShardWriter,
     read_shard,
@@ -118,7 +119,7 @@ def test_read_shard_rejects_several_batches(tmp_path: Path) -> None:
 
 
 def test_token_counts_and_unigram_loss() -> None:
-    from gpt1.shards import token_counts, unigram_loss
+    from gpt1.corpus.shards import token_counts, unigram_loss
 
     train = [np.array([0, 0, 1], np.uint16), np.array([1], np.uint16)]
     assert token_counts(train, 3).tolist() == [2, 2, 0]

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from gpt1.config import Params
-from gpt1.presets import nest, update_params
+from gpt1.presets.edit import nest, update_params
 from tasks.stage import declared_params, main
 from tests.conftest import REPO
 

@@ -1,4 +1,4 @@
-"""gpt1.text: the original GPT-1 standardisation, and spaCy tokens after ftfy."""
+"""gpt1.corpus.text: the original GPT-1 standardisation, and spaCy tokens after ftfy."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpt1.text import TextCleaner, fix_text, text_standardize
+from gpt1.corpus.text import TextCleaner, fix_text, text_standardize
 
 
 def reference_text_standardize(text: str) -> str:

@@ -1,4 +1,4 @@
-"""gpt1.tokenize_corpus: the word-cached encoder gives the tokenizer's own ids; shards in order."""
+"""gpt1.corpus.encode: the word-cached encoder gives the tokenizer's own ids; shards in order."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from gpt1.bpe import Gpt1Tokenizer, train_bpe
 from gpt1.config import load_params
-from gpt1.shards import ShardInfo, read_split
-from gpt1.tokenize_corpus import SplitShards, WordCachedEncoder, lopsided_split, tokenize_corpus
+from gpt1.corpus.bpe import Gpt1Tokenizer, train_bpe
+from gpt1.corpus.encode import SplitShards, WordCachedEncoder, lopsided_split, tokenize_corpus
+from gpt1.corpus.shards import ShardInfo, read_split
 from tasks import tokenize
 from tasks.paths import BPE_DIR, CLEAN_DIR
 from tests.conftest import REPO
@@ -37,7 +37,7 @@ def test_word_cache_gives_the_tokenizers_ids() -> None:
 
 
 def test_word_cache_past_its_bound_starts_again(monkeypatch) -> None:
-    monkeypatch.setattr("gpt1.tokenize_corpus.MAX_CACHED_WORDS", 8)
+    monkeypatch.setattr("gpt1.corpus.encode.MAX_CACHED_WORDS", 8)
     tokenizer = _tokenizer()
     encoder = WordCachedEncoder(tokenizer, np.dtype(np.uint16))
     sizes, batch_words = [], []

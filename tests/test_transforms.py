@@ -1,4 +1,5 @@
-"""gpt1.transforms: task text cleaned like the corpus, truncated longest first, and laid out per
+"""gpt1.downstream.transforms: task text cleaned like the corpus, truncated longest first, and laid
+out per
 family (paper §3.3) with the special tokens around it."""
 
 from __future__ import annotations
@@ -9,10 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpt1.bpe import Gpt1Tokenizer, train_bpe
 from gpt1.config import Family, TaskParams
-from gpt1.text import TextCleaner
-from gpt1.transforms import encode_examples, encode_texts, targets, truncate_segments
+from gpt1.corpus.bpe import Gpt1Tokenizer, train_bpe
+from gpt1.corpus.text import TextCleaner
+from gpt1.downstream.transforms import encode_examples, encode_texts, targets, truncate_segments
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,14 @@ from typing import Any
 import torch
 
 from gpt1.atomic import atomic_dir, check_replaceable
-from gpt1.model import GPT1, GPT1Config, load_model, load_safetensors, save_model, save_safetensors
+from gpt1.model.transformer import (
+    GPT1,
+    GPT1Config,
+    load_model,
+    load_safetensors,
+    save_model,
+    save_safetensors,
+)
 
 PREFIX = "transformer."
 LM_HEAD = "lm_head.weight"

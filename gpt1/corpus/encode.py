@@ -11,9 +11,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from tokenizers import normalizers, pre_tokenizers
 
-from gpt1.bpe import Gpt1Tokenizer
-from gpt1.documents import iter_text_arrays
-from gpt1.shards import ShardInfo, ShardWriter, token_dtype
+from gpt1.corpus.bpe import Gpt1Tokenizer
+from gpt1.corpus.documents import iter_text_arrays
+from gpt1.corpus.shards import ShardInfo, ShardWriter, token_dtype
 
 SPLITS = ("train", "val")
 # Documents per `encode_batch` call: enough for the tokenizers' threads to share out, few enough

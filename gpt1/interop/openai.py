@@ -23,10 +23,10 @@ import torch
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers
 
 from gpt1.atomic import atomic_dir, check_replaceable
-from gpt1.bpe import END_OF_WORD, SPECIAL_TOKENS, UNK, Gpt1Tokenizer
-from gpt1.hf import MODEL_DIR_FILES
-from gpt1.model import GPT1, GPT1Config, save_model
-from gpt1.text import text_standardize
+from gpt1.corpus.bpe import END_OF_WORD, SPECIAL_TOKENS, UNK, Gpt1Tokenizer
+from gpt1.corpus.text import text_standardize
+from gpt1.interop.hf import MODEL_DIR_FILES
+from gpt1.model.transformer import GPT1, GPT1Config, save_model
 
 SHAPES_FILE = "params_shapes.json"
 ENCODER_FILE = "encoder_bpe_40000.json"

@@ -1,4 +1,4 @@
-"""Read each task's release files into its family's normalised table (`gpt1.registry`).
+"""Read each task's release files into its family's normalised table (`gpt1.downstream.families`).
 
 A registry entry names its reader (`tasks.<name>.reader` in `params.yaml`); the reader turns
 one release file (or, for RACE, one folder of articles) into the columns of the task's family;
@@ -19,7 +19,8 @@ import pyarrow as pa
 from sklearn.model_selection import train_test_split
 
 from gpt1.config import Family, TaskParams
-from gpt1.glue import (
+from gpt1.downstream.families import split_paths, task_schema
+from gpt1.downstream.glue import (
     DataFormatError,
     parse_index,
     parse_label,
@@ -29,9 +30,8 @@ from gpt1.glue import (
     read_tsv_with_header,
     utf8_errors,
 )
-from gpt1.registry import split_paths, task_schema
 
-log = logging.getLogger("gpt1.readers")
+log = logging.getLogger(__name__)
 
 # One file's rows, column by column, named as in the family's schema. `idx` is there only where
 # the file has its own index column; `read_split` numbers the other rows.

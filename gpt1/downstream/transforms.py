@@ -15,9 +15,9 @@ from collections.abc import Iterator
 import numpy as np
 import pyarrow as pa
 
-from gpt1.bpe import Gpt1Tokenizer
 from gpt1.config import TaskParams
-from gpt1.text import TextCleaner
+from gpt1.corpus.bpe import Gpt1Tokenizer
+from gpt1.corpus.text import TextCleaner
 
 
 def encode_texts(texts: list[str], tok: Gpt1Tokenizer, cleaner: TextCleaner) -> list[list[int]]:

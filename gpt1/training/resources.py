@@ -11,7 +11,7 @@ from pathlib import Path
 import psutil
 import torch
 
-from gpt1.model import GPT1Config
+from gpt1.model.transformer import GPT1Config
 
 GB = 1e9
 FP32 = 4

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 import torch
 import torch.distributed as dist
 
-from gpt1.device import resolve_device
+from gpt1.training.device import resolve_device
 
 T = TypeVar("T")
 

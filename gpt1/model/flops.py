@@ -7,7 +7,7 @@ import time
 
 import torch
 
-from gpt1.model import GPT1Config
+from gpt1.model.transformer import GPT1Config
 
 
 def training_flops_per_token(cfg: GPT1Config) -> float:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from gpt1.model import GPT1
+from gpt1.model.transformer import GPT1
 
 
 @torch.no_grad()

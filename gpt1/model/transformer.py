@@ -18,8 +18,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from gpt1.dropout import Dropout, dropout
-from gpt1.lm_loss import linear_cross_entropy
+from gpt1.model.dropout import Dropout, dropout
+from gpt1.model.lm_loss import linear_cross_entropy
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,7 @@ def _causal_attention_with_dropout(q: torch.Tensor, k: torch.Tensor, v: torch.Te
                                    p: float) -> torch.Tensor:
     """What `scaled_dot_product_attention(..., is_causal=True, dropout_p=p)` computes on the CPU
     (its CPU kernels cannot drop weights, so it falls back to these steps), with the weights'
-    dropout mask drawn by `gpt1.dropout`."""
+    dropout mask drawn by `gpt1.model.dropout`."""
     t = q.shape[-2]
     scores = (q @ k.transpose(-2, -1)) * (q.shape[-1] ** -0.5)
     future = torch.ones(t, t, dtype=torch.bool, device=q.device).triu_(1)
@@ -165,7 +165,7 @@ class GPT1(nn.Module):
     def lm_head_loss(self, hidden: torch.Tensor, targets: torch.Tensor,
                      ignore_index: int = -100) -> torch.Tensor:
         """Mean cross-entropy of `targets` (...) under `lm_logits(hidden)` (..., n_embd), computed
-        without the full logits (`gpt1.lm_loss`)."""
+        without the full logits (`gpt1.model.lm_loss`)."""
         return linear_cross_entropy(hidden, self.tokens_embed.weight, targets, ignore_index)
 
     def num_parameters(self) -> int:

@@ -15,17 +15,23 @@ import torch
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
-from gpt1.checkpoint import CheckpointStore, StopRequested, StopSignals, rng_state, set_rng_state
 from gpt1.config import PretrainParams
-from gpt1.device import autocast, configure_backends, resolve_dtype, to_device
-from gpt1.distributed import SINGLE, Group
-from gpt1.divergence import DivergenceGuard
-from gpt1.flops import measure_peak_flops, training_flops_per_token
-from gpt1.model import GPT1
-from gpt1.optim import build_optimizer, build_scheduler, lr_factor
+from gpt1.model.flops import measure_peak_flops, training_flops_per_token
+from gpt1.model.transformer import GPT1
 from gpt1.progress import StepProgress
+from gpt1.training.checkpoint import (
+    CheckpointStore,
+    StopRequested,
+    StopSignals,
+    rng_state,
+    set_rng_state,
+)
+from gpt1.training.device import autocast, configure_backends, resolve_dtype, to_device
+from gpt1.training.distributed import SINGLE, Group
+from gpt1.training.divergence import DivergenceGuard
+from gpt1.training.optim import build_optimizer, build_scheduler, lr_factor
 
-log = logging.getLogger("gpt1.pretrain")
+log = logging.getLogger(__name__)
 
 MetricsCallback = Callable[[int, dict[str, float]], None]
 
@@ -149,7 +155,8 @@ def pretrain(model: GPT1, train: list[np.ndarray], val: list[np.ndarray], cfg: P
     current step and raises `StopRequested`. A resumed run ends bit-identical to an uninterrupted
     one on the CPU: the batches depend only on the step, and the RNG states are restored.
 
-    With a `group` of several processes (torchrun, `gpt1.distributed.process_group`) training is
+    With a `group` of several processes (torchrun, `gpt1.training.distributed.process_group`)
+    training is
     data-parallel: `cfg.batch_size` is the global batch, each process computes its rows of the
     same batch, and DDP averages the gradients, so the run follows the one-process trajectory
     (to rounding; dropout draws differ). Only rank 0 calls `on_metrics`, shows progress and

@@ -12,10 +12,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from gpt1.parallel import bounded_map
-from gpt1.text import TextCleaner
-
-CLEAN_SCHEMA = pa.schema([("id", pa.string()), ("source", pa.string()), ("text", pa.string())])
+from gpt1.corpus.documents import DOCUMENT_SCHEMA
+from gpt1.corpus.parallel import bounded_map
+from gpt1.corpus.text import TextCleaner
 
 _cleaner = TextCleaner()
 
@@ -61,7 +60,7 @@ def clean_corpus(inputs: list[Path], out: Path, *, workers: int, batch_docs: int
     `on_progress(documents_done)` is called after each batch."""
     stats = CleanStats()
     seen: set[bytes] = set()
-    with pq.ParquetWriter(out, CLEAN_SCHEMA) as writer:
+    with pq.ParquetWriter(out, DOCUMENT_SCHEMA) as writer:
         for batch in bounded_map(_clean_batch, _batches(inputs, batch_docs), workers,
                                  initializer=_init_worker if workers > 1 else None):
             keep: dict[str, list[str]] = {"id": [], "source": [], "text": []}
@@ -80,7 +79,7 @@ def clean_corpus(inputs: list[Path], out: Path, *, workers: int, batch_docs: int
                 stats.docs_out += 1
                 stats.chars_out += len(text)
             if keep["id"]:
-                writer.write_table(pa.table(keep, schema=CLEAN_SCHEMA))
+                writer.write_table(pa.table(keep, schema=DOCUMENT_SCHEMA))
             if on_progress is not None:
                 on_progress(stats.docs_in)
     return stats

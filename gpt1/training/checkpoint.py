@@ -25,7 +25,7 @@ import torch
 
 from gpt1.atomic import atomic_file, write_text
 
-log = logging.getLogger("gpt1.checkpoint")
+log = logging.getLogger(__name__)
 
 FORMAT = 1
 _NAME = re.compile(r"^step-(\d{8})\.pt$")

@@ -1,7 +1,8 @@
 """Supervised fine-tuning (paper §3.2-3.3): a linear head on the final `<classify>` state, trained
 on L2 + λ·L1, the task loss plus the auxiliary language-modelling loss over the task text.
 
-An example is m token sequences (`gpt1.transforms.encode_examples`): m = 1 for classification and
+An example is m token sequences (`gpt1.downstream.transforms.encode_examples`): m = 1 for
+classification and
 entailment, 2 for similarity (both orders), one per choice for multiple choice. A batch of B
 examples is their B·m sequences, each example's consecutive, right-padded into one tensor.
 """
@@ -16,19 +17,15 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-import torch.nn.functional as F
-from torch import nn
 
-from gpt1.config import Family, FinetuneTrainParams, TaskParams
-from gpt1.device import autocast, configure_backends, resolve_device, resolve_dtype
-from gpt1.divergence import DivergenceGuard
-from gpt1.dropout import Dropout
-from gpt1.model import GPT1
-from gpt1.optim import build_optimizer, build_scheduler
+from gpt1.config import Family, FinetuneTrainParams
+from gpt1.model.heads import TaskModel, lm_loss_on_text
 from gpt1.progress import StepProgress
-from gpt1.registry import n_outputs
+from gpt1.training.device import autocast, configure_backends, resolve_device, resolve_dtype
+from gpt1.training.divergence import DivergenceGuard
+from gpt1.training.optim import build_optimizer, build_scheduler
 
-log = logging.getLogger("gpt1.finetune")
+log = logging.getLogger(__name__)
 
 _SEQUENCES_PER_EXAMPLE: dict[Family, int] = {"classification": 1, "entailment": 1,
                                              "similarity": 2}
@@ -38,56 +35,6 @@ _SEQUENCES_PER_EXAMPLE: dict[Family, int] = {"classification": 1, "entailment": 
 BUCKET_BATCHES = 4
 
 
-class TaskModel(nn.Module):
-    """The pretrained trunk, dropout, and a linear head on each sequence's last (`<classify>`)
-    state: per example, logits over labels, a score (regression: one output), or, for multiple
-    choice, one scalar per choice, the logits of a softmax over the choices. Similarity adds the
-    two orders' states element-wise before dropout and the head."""
-
-    def __init__(self, trunk: GPT1, family: Family, n_outputs: int, dropout: float,
-                 seed: int) -> None:
-        super().__init__()
-        if family == "multiple_choice" and n_outputs != 1:
-            raise ValueError(f"a multiple-choice head has 1 output per choice, not {n_outputs}")
-        self.family = family
-        self.trunk = trunk
-        self.dropout = Dropout(dropout)
-        self.head = nn.Linear(trunk.config.n_embd, n_outputs)
-        # its own generator: the head is a function of `seed` alone, whatever ran before
-        nn.init.normal_(self.head.weight, std=trunk.config.initializer_range,
-                        generator=torch.Generator().manual_seed(seed))
-        nn.init.zeros_(self.head.bias)
-
-    @classmethod
-    def for_task(cls, trunk: GPT1, task: TaskParams, cfg: FinetuneTrainParams) -> TaskModel:
-        """The head `task` needs, with the dropout and seed of its training knobs."""
-        return cls(trunk, task.family, n_outputs(task), cfg.clf_dropout, cfg.seed)
-
-    @property
-    def regression(self) -> bool:
-        """A similarity score (STS-B), trained with MSE on the score itself."""
-        return self.family == "similarity" and self.head.out_features == 1
-
-    def forward(self, ids: torch.Tensor, lengths: torch.Tensor,
-                per_example: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Outputs of the B examples whose `per_example` sequences are consecutive rows of `ids`
-        (B·m, T): (B, n_outputs), or (B, m) for multiple choice; and the hidden states."""
-        if ids.shape[0] % per_example:
-            raise ValueError(f"{ids.shape[0]} sequences are not examples of {per_example}")
-        hidden = self.trunk(ids)
-        last = hidden[torch.arange(ids.shape[0], device=ids.device), lengths - 1]
-        if self.family == "multiple_choice":
-            return self.head(self.dropout(last)).view(-1, per_example), hidden
-        summed = last.view(-1, per_example, last.shape[-1]).sum(dim=1)
-        return self.head(self.dropout(summed)), hidden
-
-    def loss(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        """L2: cross-entropy over labels (or choices), or MSE on the score for regression."""
-        if self.regression:
-            return F.mse_loss(outputs.squeeze(1).float(), targets)
-        return F.cross_entropy(outputs.float(), targets)
-
-
 def pad_batch(seqs: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Right-pad to the batch's longest sequence; causal attention never sees the padding."""
     lengths = torch.tensor([len(s) for s in seqs])
@@ -95,13 +42,6 @@ def pad_batch(seqs: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.T
     for row, seq in enumerate(seqs):
         ids[row, : len(seq)] = torch.tensor(seq)
     return ids, lengths
-
-
-def lm_loss_on_text(model: TaskModel, hidden: torch.Tensor, ids: torch.Tensor,
-                    lengths: torch.Tensor) -> torch.Tensor:
-    """L1: the mean loss of predicting every real token after the first, padding left out."""
-    real = torch.arange(1, ids.shape[1], device=ids.device)[None, :] < lengths[:, None]
-    return model.trunk.lm_head_loss(hidden[:, :-1][real], ids[:, 1:][real])
 
 
 def _per_example(family: Family, examples: list[list[list[int]]]) -> int:

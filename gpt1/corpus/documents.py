@@ -1,4 +1,4 @@
-"""Read the document tables (Parquet: id, source, text) that the corpus stages pass along."""
+"""The document tables (Parquet: id, source, text) that the corpus stages pass along."""
 
 from __future__ import annotations
 
@@ -7,6 +7,9 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+# one row per document: its id, the book (file) it came from, and its text
+DOCUMENT_SCHEMA = pa.schema([("id", pa.string()), ("source", pa.string()), ("text", pa.string())])
 
 
 def iter_text_arrays(corpus_dir: Path, batch_docs: int = 256) -> Iterator[pa.StringArray]:

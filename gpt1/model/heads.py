@@ -1,0 +1,70 @@
+"""Task heads on a pretrained trunk (paper §3.2-3.3): a linear layer on the final `<classify>`
+state, and the auxiliary language-modelling loss over the task text."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from gpt1.config import Family, FinetuneTrainParams, TaskParams
+from gpt1.downstream.families import n_outputs
+from gpt1.model.dropout import Dropout
+from gpt1.model.transformer import GPT1
+
+
+class TaskModel(nn.Module):
+    """The pretrained trunk, dropout, and a linear head on each sequence's last (`<classify>`)
+    state: per example, logits over labels, a score (regression: one output), or, for multiple
+    choice, one scalar per choice, the logits of a softmax over the choices. Similarity adds the
+    two orders' states element-wise before dropout and the head."""
+
+    def __init__(self, trunk: GPT1, family: Family, n_outputs: int, dropout: float,
+                 seed: int) -> None:
+        super().__init__()
+        if family == "multiple_choice" and n_outputs != 1:
+            raise ValueError(f"a multiple-choice head has 1 output per choice, not {n_outputs}")
+        self.family = family
+        self.trunk = trunk
+        self.dropout = Dropout(dropout)
+        self.head = nn.Linear(trunk.config.n_embd, n_outputs)
+        # its own generator: the head is a function of `seed` alone, whatever ran before
+        nn.init.normal_(self.head.weight, std=trunk.config.initializer_range,
+                        generator=torch.Generator().manual_seed(seed))
+        nn.init.zeros_(self.head.bias)
+
+    @classmethod
+    def for_task(cls, trunk: GPT1, task: TaskParams, cfg: FinetuneTrainParams) -> TaskModel:
+        """The head `task` needs, with the dropout and seed of its training knobs."""
+        return cls(trunk, task.family, n_outputs(task), cfg.clf_dropout, cfg.seed)
+
+    @property
+    def regression(self) -> bool:
+        """A similarity score (STS-B), trained with MSE on the score itself."""
+        return self.family == "similarity" and self.head.out_features == 1
+
+    def forward(self, ids: torch.Tensor, lengths: torch.Tensor,
+                per_example: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Outputs of the B examples whose `per_example` sequences are consecutive rows of `ids`
+        (B·m, T): (B, n_outputs), or (B, m) for multiple choice; and the hidden states."""
+        if ids.shape[0] % per_example:
+            raise ValueError(f"{ids.shape[0]} sequences are not examples of {per_example}")
+        hidden = self.trunk(ids)
+        last = hidden[torch.arange(ids.shape[0], device=ids.device), lengths - 1]
+        if self.family == "multiple_choice":
+            return self.head(self.dropout(last)).view(-1, per_example), hidden
+        summed = last.view(-1, per_example, last.shape[-1]).sum(dim=1)
+        return self.head(self.dropout(summed)), hidden
+
+    def loss(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """L2: cross-entropy over labels (or choices), or MSE on the score for regression."""
+        if self.regression:
+            return F.mse_loss(outputs.squeeze(1).float(), targets)
+        return F.cross_entropy(outputs.float(), targets)
+
+
+def lm_loss_on_text(model: TaskModel, hidden: torch.Tensor, ids: torch.Tensor,
+                    lengths: torch.Tensor) -> torch.Tensor:
+    """L1: the mean loss of predicting every real token after the first, padding left out."""
+    real = torch.arange(1, ids.shape[1], device=ids.device)[None, :] < lengths[:, None]
+    return model.trunk.lm_head_loss(hidden[:, :-1][real], ids[:, 1:][real])

@@ -1,0 +1,97 @@
+"""Edit `params.yaml` in place: named presets of size and training knobs, or single keys."""
+
+from __future__ import annotations
+
+import re
+from importlib import resources
+from pathlib import Path
+
+import yaml
+from ruamel.yaml import YAML, YAMLError
+from ruamel.yaml.comments import CommentedSeq
+
+from gpt1.atomic import atomic_file
+from gpt1.config import ParamsError, parse_params, yaml_error
+
+
+def available() -> list[str]:
+    return sorted(p.name.removesuffix(".yaml") for p in resources.files("gpt1.presets").iterdir()
+                  if p.name.endswith(".yaml"))
+
+
+def load_preset(name: str) -> dict:
+    if name not in available():
+        raise ParamsError(f"unknown preset {name!r}; available: {available()}")
+    return yaml.safe_load(resources.files("gpt1.presets").joinpath(f"{name}.yaml").read_text())
+
+
+# Mappings whose keys are the user's to choose (a new task, a task's override); elsewhere a key
+# that params.yaml lacks is a typo.
+_OPEN_MAPPINGS = re.compile(r"tasks\.|tasks\.[^.]+\.(overrides|paper|files)\.")
+
+
+def _overlay(target: dict, overlay: dict, where: str) -> None:
+    for key, value in overlay.items():
+        if key not in target and not _OPEN_MAPPINGS.fullmatch(where):
+            raise ParamsError(f"params key {where}{key} does not exist")
+        if isinstance(value, dict):
+            _overlay(target[key], value, f"{where}{key}.")
+        elif isinstance(value, list):
+            seq = CommentedSeq(value)
+            seq.fa.set_flow_style()  # lists in params.yaml are written inline
+            target[key] = seq
+        else:
+            target[key] = value
+
+
+def update_params(params_path: Path, overlay: dict) -> None:
+    """Set the (nested) keys of `overlay` in `params_path`, keeping its comments and order;
+    the result is validated before anything is written."""
+    yaml_rt = YAML()
+    yaml_rt.preserve_quotes = True
+    yaml_rt.width = 4096  # never re-flow a long line of params.yaml
+    yaml_rt.representer.add_representer(
+        type(None), lambda r, _: r.represent_scalar("tag:yaml.org,2002:null", "null"))
+    if not params_path.is_file():
+        raise ParamsError(f"{params_path}: not found")
+    try:
+        data = yaml_rt.load(params_path.read_text(encoding="utf-8"))
+    except YAMLError as err:
+        raise yaml_error(params_path, err) from None
+    except UnicodeDecodeError as err:
+        raise ParamsError(f"{params_path}: not UTF-8 text (byte {err.start})") from None
+    if not isinstance(data, dict):
+        raise ParamsError(f"{params_path}: expected a mapping of sections, found "
+                          f"{type(data).__name__}")
+    _overlay(data, overlay, "")
+    parse_params(data, params_path)
+    with atomic_file(params_path) as tmp, tmp.open("w", encoding="utf-8") as fh:
+        yaml_rt.dump(data, fh)
+
+
+def apply_preset(name: str, params_path: Path) -> None:
+    """Overlay preset `name` onto `params_path` in place."""
+    update_params(params_path, load_preset(name))
+
+
+def nest(dotted: dict[str, object]) -> dict:
+    """`{"a.b": 1, "c": 2}` -> `{"a": {"b": 1}, "c": 2}`."""
+    overlay: dict = {}
+    for key, value in dotted.items():
+        *parents, leaf = key.split(".")
+        node = overlay
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    return overlay
+
+
+def parse_assignments(assignments: list[str]) -> dict:
+    """`["a.b=1", "c=[x, y]"]` -> `{"a": {"b": 1}, "c": ["x", "y"]}`, values read as YAML."""
+    dotted: dict[str, object] = {}
+    for item in assignments:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ParamsError(f"expected KEY=VALUE (e.g. ingest.root=../shared/data), got {item!r}")
+        dotted[key] = yaml.safe_load(value)
+    return nest(dotted)
