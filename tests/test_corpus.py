@@ -9,7 +9,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from gpt1.corpus.clean import CLEAN_SCHEMA, clean_corpus
+from gpt1.corpus.clean import clean_corpus
+from gpt1.corpus.documents import DOCUMENT_SCHEMA
 from gpt1.corpus.text import TextCleaner
 
 LONG_A = "It was a dark and stormy night; the rain fell in torrents."
@@ -56,7 +57,7 @@ def _run(inputs: list[Path], out: Path, workers: int, dedupe: bool = True):
 def test_drops_and_stats(inputs: list[Path], tmp_path: Path) -> None:
     cleaner = TextCleaner()
     stats, table = _run(inputs, tmp_path / "clean.parquet", workers=1)
-    assert table.schema == CLEAN_SCHEMA
+    assert table.schema == DOCUMENT_SCHEMA
     assert table.column("id").to_pylist() == ["b1#0", "b1#3", "b2#1", "b2#3"]  # input order
     assert table.column("source").to_pylist() == ["b1.txt", "b1.txt", "b2.txt", "b2.txt"]
     texts = table.column("text").to_pylist()
