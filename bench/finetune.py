@@ -25,14 +25,15 @@ import torch.nn.functional as F
 import gpt1.training.finetune
 from bench.common import DATA, Table, alternate, median, parser, publish
 from gpt1.config import FinetuneTrainParams, Params, load_params
-from gpt1.corpus.bpe import Gpt1Tokenizer, train_bpe
+from gpt1.corpus.bpe import GPT1Tokenizer, train_bpe
 from gpt1.corpus.text import TextCleaner
+from gpt1.downstream.families import family_of
 from gpt1.downstream.metrics import score
-from gpt1.downstream.readers import read_split
-from gpt1.downstream.transforms import encode_examples, targets
+from gpt1.downstream.readers import read_task_split
+from gpt1.downstream.transforms import encode_examples
+from gpt1.model.heads import TaskModel
 from gpt1.model.transformer import GPT1, GPT1Config
 from gpt1.training.finetune import (
-    TaskModel,
     bucketed_batches,
     example_lengths,
     finetune,
@@ -73,22 +74,23 @@ class Data:
     train_targets: np.ndarray
     dev: list[list[list[int]]]
     dev_targets: np.ndarray
-    tok: Gpt1Tokenizer
+    tok: GPT1Tokenizer
 
 
 def load_data(params: Params, root: Path, s: Sizes) -> Data:
     """SST-2's first `train_examples` training sentences, the dev set, and a BPE learned on
     those training sentences (no pretrained tokenizer is needed)."""
     task = params.tasks[TASK]
-    train = read_split(task, root, "train").slice(0, s.train_examples)
-    dev = read_split(task, root, "dev")
+    train = read_task_split(task, root, "train").slice(0, s.train_examples)
+    dev = read_task_split(task, root, "dev")
     if s.dev_examples is not None:
         dev = dev.slice(0, s.dev_examples)
     cleaner = TextCleaner()
     texts = [cleaner(t) for t in train.column("text").to_pylist()]
-    tok = Gpt1Tokenizer(train_bpe(texts, s.vocab_size, min_frequency=2))
-    return Data(encode_examples(task, train, tok, cleaner, s.n_ctx), targets(task, train),
-                encode_examples(task, dev, tok, cleaner, s.n_ctx), targets(task, dev), tok)
+    tok = GPT1Tokenizer(train_bpe(texts, s.vocab_size, min_frequency=2))
+    family = family_of(task)
+    return Data(encode_examples(task, train, tok, cleaner, s.n_ctx), family.targets(task, train),
+                encode_examples(task, dev, tok, cleaner, s.n_ctx), family.targets(task, dev), tok)
 
 
 def _random_batches(lengths: np.ndarray, batch_size: int,

@@ -21,7 +21,7 @@ from gpt1.config import load_params
 from gpt1.corpus.bpe import SPECIAL_TOKENS
 from gpt1.corpus.shards import ShardWriter, read_split, token_dtype
 from gpt1.model.transformer import GPT1, GPT1Config
-from gpt1.training.device import autocast, resolve_device, resolve_dtype
+from gpt1.training.device import autocast, placement
 from gpt1.training.optim import build_optimizer
 from gpt1.training.pretrain import WindowSampler
 
@@ -114,13 +114,13 @@ def main(argv: list[str] | None = None) -> Path:
     args = parser(__doc__.splitlines()[0]).parse_args(argv)
     s = sizes(args.tiny)
     pretrain = load_params(ROOT / "params.yaml").pretrain
-    device = resolve_device(pretrain.device)
-    dtype = resolve_dtype(pretrain.precision, device)
+    place = placement(pretrain.device, pretrain.precision)
     torch.manual_seed(0)
     with tempfile.TemporaryDirectory(prefix="bench-loader-") as tmp:
         shards = write_shards(Path(tmp), s, seed=0)
         sampler = WindowSampler(shards, s.n_ctx, seed=0, name="train")
-        rates = alternate({"loader": Loader(sampler, s), "step": Steps(sampler, s, device, dtype)},
+        rates = alternate({"loader": Loader(sampler, s), "step": Steps(sampler, s, place.device,
+                                                                  place.dtype)},
                           args.repeats)
     loader, step = median(rates["loader"]), median(rates["step"])
     table = Table("pretraining loader vs training step (median per second)",
@@ -132,11 +132,11 @@ def main(argv: list[str] | None = None) -> Path:
         f"{s.loader_batches} loader batches and {s.model_steps} training steps per repetition, "
         f"median of {args.repeats} alternating repetitions",
         f"model n_embd {s.n_embd}, n_layer {s.n_layer}, n_head {s.n_head}, vocab "
-        f"{s.vocab_size:,}, {str(dtype).removeprefix('torch.')} on {device}: forward, backward, "
-        "clipping, AdamW",
+        f"{s.vocab_size:,}, {str(place.dtype).removeprefix('torch.')} on {place.device}: forward, "
+        "backward, clipping, AdamW",
     ]
     settings = {"sizes": asdict(s), "repeats": args.repeats, "tiny": args.tiny,
-                "device": str(device), "dtype": str(dtype)}
+                "device": str(place.device), "dtype": str(place.dtype)}
     return publish([table], args.out, "loader", settings)
 
 

@@ -53,12 +53,12 @@ def run_step(step: str, src: Path, dst: Path, tokenizer_path: Path | None) -> No
                      workers=resolve_workers(0), batch_docs=BATCH_DOCS, min_chars=MIN_CHARS,
                      dedupe=False)
     else:
-        from gpt1.corpus.bpe import Gpt1Tokenizer
+        from gpt1.corpus.bpe import GPT1Tokenizer
         from gpt1.corpus.encode import tokenize_corpus
 
         if tokenizer_path is None:
             raise ValueError("the tokenize step needs --tokenizer")
-        tokenize_corpus(src, Gpt1Tokenizer.load(tokenizer_path), dst, val_every=VAL_EVERY,
+        tokenize_corpus(src, GPT1Tokenizer.load(tokenizer_path), dst, val_every=VAL_EVERY,
                         shard_tokens=SHARD_TOKENS)
     # ru_maxrss survives fork + exec, so for this process it would report the benchmark's own
     # size at the fork; VmHWM, the peak of this process's memory map, starts afresh at exec.

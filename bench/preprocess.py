@@ -25,7 +25,7 @@ import numpy as np
 
 from gpt1.config import load_params
 from gpt1.corpus.books import split_documents
-from gpt1.corpus.bpe import Gpt1Tokenizer, train_bpe
+from gpt1.corpus.bpe import GPT1Tokenizer, train_bpe
 from gpt1.corpus.clean import clean_corpus
 from gpt1.corpus.encode import tokenize_corpus
 from gpt1.corpus.parallel import resolve_workers
@@ -59,7 +59,7 @@ def reference(docs: list[str], tokenizer_path: Path) -> list[list[int]]:
     import spacy
 
     nlp = spacy.blank("en")
-    tokenizer = Gpt1Tokenizer.load(tokenizer_path)
+    tokenizer = GPT1Tokenizer.load(tokenizer_path)
     out = []
     for doc in docs:
         tokens = nlp.tokenizer(original_text_standardize(ftfy.fix_text(doc)))
@@ -77,7 +77,7 @@ def ours(raw: list[Path], tokenizer_path: Path, work: Path, workers: int) -> dic
     clean_corpus(raw, work / "clean" / "corpus.parquet", workers=workers, batch_docs=BATCH_DOCS,
                  min_chars=1, dedupe=False)
     cleaned = time.perf_counter()
-    tokenize_corpus(work / "clean", Gpt1Tokenizer.load(tokenizer_path), work / "shards",
+    tokenize_corpus(work / "clean", GPT1Tokenizer.load(tokenizer_path), work / "shards",
                     val_every=VAL_EVERY, shard_tokens=SHARD_TOKENS)
     return {"clean": cleaned - start, "tokenize": time.perf_counter() - cleaned}
 

@@ -25,10 +25,10 @@ import torch
 from bench.common import Table, alternate, median, parser, publish
 from gpt1.config import ModelParams, PretrainParams, load_params
 from gpt1.interop.hf import to_hf_config
-from gpt1.model.flops import measure_peak_flops, training_flops_per_token
+from gpt1.model.flops import measure_peak_flops
 from gpt1.model.transformer import GPT1, GPT1Config
 from gpt1.presets.edit import load_preset
-from gpt1.training.device import resolve_device, resolve_dtype
+from gpt1.training.device import placement, resolve_device
 from gpt1.training.pretrain import WindowSampler, pretrain
 
 REPO = Path(__file__).resolve().parents[1]
@@ -153,9 +153,9 @@ def curve_gap(curves: dict[str, list[float]], window: int) -> float:
 
 
 def run(setup: Setup, repeats: int, curve_steps: int | None) -> tuple[list[Table], dict]:
-    device = resolve_device(setup.train.device)
-    dtype = resolve_dtype(setup.train.precision, device)
-    flops = training_flops_per_token(setup.model)
+    place = placement(setup.train.device, setup.train.precision)
+    device, dtype = place.device, place.dtype
+    flops = setup.model.training_flops_per_token()
     sides: dict[str, Callable[[], float]] = {"ours": lambda: ours_tokens_per_second(setup),
                                              "transformers": lambda: hf_tokens_per_second(setup)}
     peaks = [measure_peak_flops(device, dtype, PEAK_SECONDS)]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 
@@ -11,6 +13,10 @@ from gpt1.config import ParamsError
 from gpt1.presets.edit import apply_preset, available, parse_assignments, update_params
 
 FORCE_HELP = "replace --out even if it holds files this command does not write"
+# What a command reports as one line on stderr and exit code 2: bad params, or a model or release
+# directory that is missing or malformed. Anything else is a bug and keeps its traceback.
+PARAMS_ERRORS = (ParamsError,)
+INPUT_ERRORS = (FileNotFoundError, ValueError)
 
 app = typer.Typer(no_args_is_help=True, add_completion=False,
                   help="GPT-1 pretraining and fine-tuning pipeline.")
@@ -21,17 +27,24 @@ def _root() -> None:
     """GPT-1 pretraining and fine-tuning pipeline (run stages with `dvc repro`)."""
 
 
+@contextmanager
+def _fail_on(errors: tuple[type[Exception], ...]) -> Iterator[None]:
+    """Turn `errors` raised in the block into `error: <message>` on stderr and exit code 2."""
+    try:
+        yield
+    except errors as err:
+        typer.echo(f"error: {err}", err=True)
+        raise typer.Exit(2) from None
+
+
 @app.command()
 def preset(
     name: Annotated[str, typer.Argument(help=f"one of {available()}")],
     params: Annotated[Path, typer.Option(help="the params file to rewrite")] = Path("params.yaml"),
 ) -> None:
     """Overlay a preset's size and training knobs onto params.yaml (comments are kept)."""
-    try:
+    with _fail_on(PARAMS_ERRORS):
         apply_preset(name, params)
-    except ParamsError as err:
-        typer.echo(f"error: {err}", err=True)
-        raise typer.Exit(2) from None
     typer.echo(f"{params}: preset {name!r} applied")
 
 
@@ -41,11 +54,8 @@ def set_params(
     params: Annotated[Path, typer.Option(help="the params file to rewrite")] = Path("params.yaml"),
 ) -> None:
     """Set params.yaml keys (values are YAML), validated before anything is written."""
-    try:
+    with _fail_on(PARAMS_ERRORS):
         update_params(params, parse_assignments(assignments))
-    except ParamsError as err:
-        typer.echo(f"error: {err}", err=True)
-        raise typer.Exit(2) from None
     typer.echo(f"{params}: set {', '.join(assignments)}")
 
 
@@ -60,19 +70,16 @@ def generate(
     seed: Annotated[int, typer.Option(help="random seed of the sampling")] = 0,
 ) -> None:
     """Continue a prompt with a pretrained model; prints the prompt and the continuation."""
-    from gpt1.corpus.bpe import Gpt1Tokenizer
+    from gpt1.corpus.bpe import GPT1Tokenizer
     from gpt1.corpus.text import TextCleaner
     from gpt1.model.generate import sample
-    from gpt1.model.transformer import load_model
+    from gpt1.model.registry import load_model
 
-    try:
-        tokenizer = Gpt1Tokenizer.load(model / "tokenizer.json")
+    with _fail_on(INPUT_ERRORS):
+        tokenizer = GPT1Tokenizer.load(model / "tokenizer.json")
         net = load_model(model)
         prompt_ids = tokenizer.encode(TextCleaner()(prompt))
         new_ids = sample(net, prompt_ids, max_tokens, temperature, top_k, seed)
-    except (FileNotFoundError, ValueError) as err:
-        typer.echo(f"error: {err}", err=True)
-        raise typer.Exit(2) from None
     typer.echo(tokenizer.decode(prompt_ids + new_ids))
 
 
@@ -85,11 +92,8 @@ def export_hf(
     """Write a model as a HuggingFace OpenAIGPTLMHeadModel directory (from_pretrained loads it)."""
     from gpt1.interop import hf
 
-    try:
+    with _fail_on(INPUT_ERRORS):
         hf.export_hf(model, out, force)
-    except (FileNotFoundError, ValueError) as err:
-        typer.echo(f"error: {err}", err=True)
-        raise typer.Exit(2) from None
     typer.echo(f"{out}: written (openai-gpt)")
 
 
@@ -103,11 +107,8 @@ def import_hf(
     """Convert a HuggingFace openai-gpt checkpoint (bare, LM head or double heads) to ours."""
     from gpt1.interop import hf
 
-    try:
+    with _fail_on(INPUT_ERRORS):
         ignored = hf.import_hf(hf_dir, out, force)
-    except (FileNotFoundError, ValueError) as err:
-        typer.echo(f"error: {err}", err=True)
-        raise typer.Exit(2) from None
     if ignored:
         typer.echo(f"ignored (no place in our LM): {', '.join(ignored)}")
     typer.echo(f"{out}: written")
@@ -127,11 +128,8 @@ def import_openai(
     """Import OpenAI's released GPT-1 weights and BPE as a model directory (for generate)."""
     from gpt1.interop.openai import import_release
 
-    try:
+    with _fail_on(INPUT_ERRORS):
         cfg = import_release(release, out, n_ctx=n_ctx, n_head=n_head, seed=seed, force=force)
-    except (FileNotFoundError, ValueError) as err:
-        typer.echo(f"error: {err}", err=True)
-        raise typer.Exit(2) from None
     typer.echo(f"{out}: written ({cfg.n_layer} layers x {cfg.n_embd}, {cfg.n_head} heads, "
                f"{cfg.vocab_size} tokens, n_ctx {cfg.n_ctx})")
 

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import re
 from pathlib import Path, PurePosixPath
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -16,6 +15,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from ruamel.yaml import YAML, YAMLError
 
 DEFAULT_PARAMS = Path("params.yaml")
 _SUBKEY = re.compile(r"^[\w.]+: ")
@@ -140,6 +140,9 @@ class FinetuneTrainParams(FinetuneKnobs):
     seed: int
 
 
+# The names of the task families, each an object in `gpt1.downstream.families.FAMILIES` (a test
+# checks they agree): a new family is its object there and its name here. Config cannot import
+# that module: every stage imports config, so each would depend on it.
 Family = Literal["classification", "entailment", "similarity", "multiple_choice"]
 Metric = Literal["accuracy", "mcc", "f1", "pearson", "spearman"]
 CLASS_METRICS = frozenset({"accuracy", "mcc", "f1"})
@@ -324,30 +327,27 @@ def parse_params(raw: object, path: Path = DEFAULT_PARAMS) -> Params:
         raise ParamsError(_format_errors(path, err)) from None
 
 
-def yaml_error(path: Path, err: Exception) -> ParamsError:
-    """One line for a YAML error of PyYAML or ruamel.yaml: `file:line:column: what`."""
-    mark = getattr(err, "problem_mark", None)
-    where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
-    # ruamel's duplicate-key problem quotes both values in full: a whole section, perhaps
+def read_yaml(text: str) -> Any:
+    """Parse YAML as DVC parses params.yaml and dvc.yaml: YAML 1.2 (`yes`, `off` are strings,
+    `1e-3` a float) by ruamel.yaml's safe loader, into plain dicts, lists and scalars. A key
+    given twice in a mapping is an error (a `YAMLError`), as it is to DVC. The pure-Python
+    loader: its errors name what was expected and found, the C one's not always."""
+    return YAML(typ="safe", pure=True).load(text)
+
+
+def yaml_problem(err: YAMLError) -> str:
+    """What a ruamel.yaml error says, on one line and without its position."""
+    # the duplicate-key problem quotes both values in full: a whole section, perhaps
     problem = re.sub(r' with value ".*', "", getattr(err, "problem", None) or "")
     what = ": ".join(filter(None, [getattr(err, "context", None), problem]))
-    return ParamsError(f"{where}: not valid YAML: {what or err}")
+    return what or " ".join(str(err).split())
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """PyYAML's safe loader, except that a key given twice in a mapping is an error (plain
-    PyYAML keeps the last silently; DVC, which reads the same file, refuses it)."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
-        seen: set[object] = set()
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)
-            if key in seen:
-                raise yaml.constructor.ConstructorError(
-                    "while constructing a mapping", node.start_mark,
-                    f"found duplicate key {key!r}", key_node.start_mark)
-            seen.add(key)
-        return super().construct_mapping(node, deep)
+def yaml_error(path: Path, err: YAMLError) -> ParamsError:
+    """One line for a YAML error in file `path`: `file:line:column: not valid YAML: what`."""
+    mark = getattr(err, "problem_mark", None)
+    where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
+    return ParamsError(f"{where}: not valid YAML: {yaml_problem(err)}")
 
 
 def load_params(path: Path | str = DEFAULT_PARAMS) -> Params:
@@ -356,8 +356,8 @@ def load_params(path: Path | str = DEFAULT_PARAMS) -> Params:
     if not path.is_file():
         raise ParamsError(f"{path}: not found (run from the repository root or pass --params)")
     try:
-        raw = yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)
-    except yaml.YAMLError as err:
+        raw = read_yaml(path.read_text(encoding="utf-8"))
+    except YAMLError as err:
         raise yaml_error(path, err) from None
     except UnicodeDecodeError as err:
         raise ParamsError(f"{path}: not UTF-8 text (byte {err.start})") from None

@@ -16,13 +16,14 @@ import pyarrow.parquet as pq
 
 from gpt1.atomic import atomic_dir, write_text
 from gpt1.config import Params, TaskParams
-from gpt1.corpus.bpe import Gpt1Tokenizer
+from gpt1.corpus.bpe import GPT1Tokenizer
 from gpt1.corpus.text import TextCleaner
+from gpt1.downstream.families import family_of
 from gpt1.downstream.metrics import score
-from gpt1.downstream.transforms import encode_examples, targets
+from gpt1.downstream.transforms import encode_examples
 from gpt1.model.heads import TaskModel
-from gpt1.model.transformer import load_model, save_safetensors
-from gpt1.training.device import resolve_device, resolve_dtype
+from gpt1.model.registry import load_config, load_model, save_safetensors
+from gpt1.training.device import placement
 from gpt1.training.finetune import finetune, predict
 from tasks.paths import FINETUNE_DIR, FINETUNE_METRICS, PRETRAIN_DIR, RAW_TASKS
 from tasks.stage import main
@@ -48,7 +49,7 @@ class SeedRun:
         return self.epochs[-1]["dev"]
 
 
-def load_splits(name: str, task: TaskParams, splits: list[str], tok: Gpt1Tokenizer,
+def load_splits(name: str, task: TaskParams, splits: list[str], tok: GPT1Tokenizer,
                 n_ctx: int) -> dict[str, Split]:
     """Each split's examples through the task's input transformation, and its targets."""
     cleaner = TextCleaner()
@@ -57,29 +58,26 @@ def load_splits(name: str, task: TaskParams, splits: list[str], tok: Gpt1Tokeniz
         table = pq.read_table(RAW_TASKS / name / f"{split}.parquet")
         labelled = table.column("label").null_count == 0
         loaded[split] = Split(encode_examples(task, table, tok, cleaner, n_ctx),
-                              targets(task, table) if labelled else None,
+                              family_of(task).targets(task, table) if labelled else None,
                               table.column("idx").to_numpy())
     return loaded
-
-
-def decide(task: TaskParams, outputs: np.ndarray) -> np.ndarray:
-    """Predictions from head outputs: a label or choice index, or the score (regression)."""
-    return outputs[:, 0] if task.regression else outputs.argmax(axis=1)
 
 
 def run_seed(params: Params, task: TaskParams, seed: int, data: dict[str, Split],
              pad_id: int) -> SeedRun:
     cfg = params.finetune.for_task(task, seed)
-    device = resolve_device(cfg.device)
-    dtype = resolve_dtype(cfg.precision, device)
+    place = placement(cfg.device, cfg.precision)
+    family = family_of(task)
     model = TaskModel.for_task(load_model(PRETRAIN_DIR), task, cfg)
     epochs: list[dict[str, Any]] = []
 
     def evaluate(epoch: int, m: TaskModel, train_loss: float) -> None:
-        dev = {split: score(task.metrics, data[split].targets,
-                            decide(task, predict(m, data[split].examples, pad_id,
-                                                 cfg.batch_size, device, dtype)))
-               for split in task.eval_splits}
+        dev = {}
+        for split in task.eval_splits:
+            outputs = predict(m, data[split].examples, pad_id, cfg.batch_size, place.device,
+                              place.dtype)
+            dev[split] = score(task.metrics, data[split].targets,
+                               family.predictions(task, outputs))
         epochs.append({"epoch": epoch, "train_loss": train_loss, "dev": dev})
         log.info("%s seed %d epoch %d: train loss %.4f, %s", task.title, seed, epoch, train_loss,
                  "; ".join(f"{s} " + ", ".join(f"{k} {v:.2f}" for k, v in d.items())
@@ -140,8 +138,8 @@ def run(params: Params, task: str) -> None:
     if not status["run"]:
         record_not_run(task, status["reason"])
         return
-    tok = Gpt1Tokenizer.load(PRETRAIN_DIR / "tokenizer.json")
-    n_ctx = json.loads((PRETRAIN_DIR / "config.json").read_text())["n_ctx"]
+    tok = GPT1Tokenizer.load(PRETRAIN_DIR / "tokenizer.json")
+    n_ctx = load_config(PRETRAIN_DIR / "config.json").n_ctx
     data = load_splits(task, spec, list(status["rows"]), tok, n_ctx)
     log.info("%s (%s): %s examples; seeds %s", spec.title, spec.family,
              ", ".join(f"{s} {len(d.examples):,}" for s, d in data.items()),
@@ -149,8 +147,7 @@ def run(params: Params, task: str) -> None:
     runs = [run_seed(params, spec, seed, data, tok.pad_id) for seed in params.finetune.seeds]
     kept = median_run(spec, runs)
     cfg = params.finetune.for_task(spec, kept.seed)
-    device = resolve_device(cfg.device)
-    dtype = resolve_dtype(cfg.precision, device)
+    place = placement(cfg.device, cfg.precision)
     with atomic_dir(FINETUNE_DIR / task) as tmp:
         save_safetensors(kept.model.state_dict(), tmp / "model.safetensors")
         kept.model.trunk.config.save(tmp / "config.json")
@@ -159,10 +156,10 @@ def run(params: Params, task: str) -> None:
             indent=2) + "\n")
         for split, d in data.items():
             if split != "train":
-                outputs = predict(kept.model, d.examples, tok.pad_id, cfg.batch_size, device,
-                                  dtype)
+                outputs = predict(kept.model, d.examples, tok.pad_id, cfg.batch_size,
+                                  place.device, place.dtype)
                 write_predictions(tmp / f"{split}_predictions.tsv", spec, d.idx,
-                                  decide(spec, outputs))
+                                  family_of(spec).predictions(spec, outputs))
     metrics = {
         "task": task,
         "run": True,

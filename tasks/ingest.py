@@ -13,9 +13,8 @@ from gpt1.atomic import atomic_dir
 from gpt1.config import Params, TaskParams
 from gpt1.corpus.books import split_documents
 from gpt1.corpus.documents import DOCUMENT_SCHEMA
-from gpt1.downstream.families import split_paths
 from gpt1.downstream.glue import utf8_errors
-from gpt1.downstream.readers import holdout_split, missing_files, read_split
+from gpt1.downstream.readers import holdout_split, missing_files, read_task_split, split_paths
 from tasks.paths import RAW_CORPUS, RAW_TASKS
 from tasks.stage import main
 
@@ -58,7 +57,7 @@ def ingest_corpus(params: Params, root: Path, out: Path) -> int:
     return total
 
 
-def _cap(split: str, params: Params) -> int | None:
+def _row_cap(split: str, params: Params) -> int | None:
     if split == "train":
         return params.ingest.max_train_examples
     return params.ingest.max_dev_examples if split.startswith("dev") else None
@@ -68,7 +67,7 @@ def ingest_task(name: str, task: TaskParams, params: Params, root: Path,
                 out: Path) -> dict[str, int]:
     """Write each split of registry task `name` (the dev split drawn from train where `holdout`
     says so) as `<split>.parquet`; return the rows per split."""
-    tables = {split: read_split(task, root, split) for split in task.files}
+    tables = {split: read_task_split(task, root, split) for split in task.files}
     if task.holdout is not None:
         available, size = tables["train"].num_rows, task.holdout.size
         if size >= available:
@@ -79,7 +78,7 @@ def ingest_task(name: str, task: TaskParams, params: Params, root: Path,
         tables["train"], tables["dev"] = holdout_split(tables["train"], size, task.holdout.seed)
     rows = {}
     for split, table in tables.items():
-        cap = _cap(split, params)
+        cap = _row_cap(split, params)
         if cap is not None:
             table = table.slice(0, cap)
         pq.write_table(table, out / f"{split}.parquet")

@@ -14,14 +14,15 @@ from dvclive import Live
 
 from gpt1.atomic import atomic_dir, write_text
 from gpt1.config import Params
-from gpt1.corpus.bpe import Gpt1Tokenizer
+from gpt1.corpus.bpe import GPT1Tokenizer
 from gpt1.corpus.shards import read_verified_split, unigram_loss
-from gpt1.model.transformer import GPT1, GPT1Config, save_model
+from gpt1.model.registry import save_model
+from gpt1.model.transformer import GPT1, GPT1Config
 from gpt1.training.checkpoint import CheckpointRuns, CheckpointStore, StopRequested
 from gpt1.training.device import resolve_device
 from gpt1.training.distributed import process_group
 from gpt1.training.pretrain import pretrain
-from gpt1.training.resources import FP32, check_disk, check_memory, parameter_count
+from gpt1.training.resources import FP32, check_disk, check_memory
 from tasks.paths import (
     BPE_DIR,
     PRETRAIN_CHECKPOINTS,
@@ -79,7 +80,7 @@ def check_resources(params: Params, cfg: GPT1Config) -> None:
     checkpoints and outputs (with DVC's cached copy of the model) cannot fit on disk."""
     check_memory(cfg, params.pretrain.batch_size, resolve_device(params.pretrain.device),
                  "model and pretrain.batch_size")
-    weights = parameter_count(cfg) * FP32
+    weights = cfg.parameter_count() * FP32
     checkpoint = 3 * weights  # the weights and Adam's two moments
     need = (params.pretrain.keep_checkpoints + 1) * checkpoint + 2 * weights
     check_disk(PRETRAIN_CHECKPOINTS, need, f"pretrain.keep_checkpoints + 1 = "
@@ -88,7 +89,7 @@ def check_resources(params: Params, cfg: GPT1Config) -> None:
 
 def run(params: Params) -> None:
     tokenizer_path = BPE_DIR / "tokenizer.json"
-    tokenizer = Gpt1Tokenizer.load(tokenizer_path)
+    tokenizer = GPT1Tokenizer.load(tokenizer_path)
     manifest_text = (SHARDS_DIR / "manifest.json").read_text()
     manifest = json.loads(manifest_text)
     if manifest["vocab_size"] != tokenizer.vocab_size:

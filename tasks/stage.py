@@ -11,9 +11,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import yaml
-
-from gpt1.config import Params, ParamsError, load_params
+from gpt1.config import Params, ParamsError, load_params, read_yaml
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +35,7 @@ def declared_params(dvc_yaml: Path, address: str) -> list[str]:
     """The params keys dvc.yaml declares for the stage at `address` (`pretrain`,
     `finetune@sst2`): the values DVC records in dvc.lock once the stage succeeds."""
     name, _, key = address.partition("@")
-    stage = yaml.safe_load(dvc_yaml.read_text(encoding="utf-8"))["stages"].get(name)
+    stage = read_yaml(dvc_yaml.read_text(encoding="utf-8"))["stages"].get(name)
     if stage is None:
         return []
     body = stage["do"] if "foreach" in stage else stage
@@ -46,7 +44,7 @@ def declared_params(dvc_yaml: Path, address: str) -> list[str]:
 
 def read_values(params_path: Path, keys: list[str]) -> dict[str, object]:
     """`keys` (dotted) as params.yaml holds them now; a key that went missing reads None."""
-    raw = yaml.safe_load(params_path.read_text(encoding="utf-8"))
+    raw = read_yaml(params_path.read_text(encoding="utf-8"))
     values: dict[str, object] = {}
     for dotted in keys:
         node: object = raw

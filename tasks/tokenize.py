@@ -7,7 +7,7 @@ import logging
 
 from gpt1.atomic import atomic_dir
 from gpt1.config import Params
-from gpt1.corpus.bpe import Gpt1Tokenizer
+from gpt1.corpus.bpe import GPT1Tokenizer
 from gpt1.corpus.encode import lopsided_split, tokenize_corpus
 from gpt1.corpus.shards import sha256_file, token_dtype
 from tasks.paths import BPE_DIR, CLEAN_DIR, SHARDS_DIR
@@ -18,7 +18,7 @@ log = logging.getLogger("tasks.tokenize")  # run as __main__: named by its modul
 
 def run(params: Params) -> None:
     tokenizer_path = BPE_DIR / "tokenizer.json"
-    tokenizer = Gpt1Tokenizer.load(tokenizer_path)
+    tokenizer = GPT1Tokenizer.load(tokenizer_path)
     dtype = token_dtype(tokenizer.vocab_size)
     with atomic_dir(SHARDS_DIR) as tmp:
         splits = tokenize_corpus(CLEAN_DIR, tokenizer, tmp, val_every=params.tokenize.val_every,

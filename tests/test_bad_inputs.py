@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from gpt1.config import read_yaml
 from tests.conftest import copy_repo, edit_params, run
 
 SAMPLE = Path("gpt1/sample_data")
@@ -65,17 +66,15 @@ def _set(**changes: object) -> Callable[[Path], None]:
     """Write params.yaml keys directly (as an editor would: `gpt1 set` would refuse them)."""
 
     def setup(repo: Path) -> None:
-        import yaml
-
         path = repo / "params.yaml"
-        raw = yaml.safe_load(path.read_text())
+        raw = read_yaml(path.read_text())
         for dotted, value in changes.items():
             *parents, leaf = dotted.split(".")
             node = raw
             for part in parents:
                 node = node[part]
             node[leaf] = value
-        path.write_text(yaml.safe_dump(raw, sort_keys=False))
+        path.write_text(json.dumps(raw, indent=2))  # JSON is YAML 1.2
 
     return setup
 
@@ -183,7 +182,7 @@ def _pickled_model(repo: Path) -> None:
     """`hf/pytorch_model.bin` a pickle of a whole module: loading it would run its code."""
     import torch
 
-    from gpt1.model.transformer import load_model
+    from gpt1.model.registry import load_model
 
     (repo / "hf/model.safetensors").unlink()
     torch.save(load_model(repo / "artifacts/pretrain"), repo / "hf/pytorch_model.bin")
@@ -245,7 +244,7 @@ CASES = [
          _gpt1("preset", "tiny"), 'found duplicate key "model"'),
     # -- params.yaml as a stage reads it --------------------------------------------------------
     Case("stage-duplicate-key", _append("params.yaml", DUPLICATE_KEY), _stage("ingest"),
-         "found duplicate key 'model'"),
+         'found duplicate key "model"'),
     Case("stage-broken-yaml", _append("params.yaml", BROKEN_YAML), _stage("clean"),
          "params.yaml:"),
     Case("stage-params-missing", _remove("params.yaml"), _stage("bpe"),

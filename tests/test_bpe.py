@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from tokenizers import Tokenizer, models
 
-from gpt1.corpus.bpe import END_OF_WORD, SPECIAL_TOKENS, UNK, Gpt1Tokenizer, train_bpe
+from gpt1.corpus.bpe import END_OF_WORD, SPECIAL_TOKENS, UNK, GPT1Tokenizer, train_bpe
 
 VOCAB = 150
 
@@ -35,8 +35,8 @@ def tokenizer() -> Tokenizer:
 
 
 @pytest.fixture(scope="module")
-def tok(tokenizer: Tokenizer) -> Gpt1Tokenizer:
-    return Gpt1Tokenizer(tokenizer)
+def tok(tokenizer: Tokenizer) -> GPT1Tokenizer:
+    return GPT1Tokenizer(tokenizer)
 
 
 def test_vocabulary_size_and_special_tokens_last(tokenizer: Tokenizer) -> None:
@@ -65,19 +65,19 @@ def test_lower_cased(tokenizer: Tokenizer) -> None:
     assert all(t == t.lower() for t in tokenizer.get_vocab())
 
 
-def test_unknown_characters_map_to_unk(tok: Gpt1Tokenizer) -> None:
+def test_unknown_characters_map_to_unk(tok: GPT1Tokenizer) -> None:
     assert tok.unk_id == 0
     ids = tok.encode("\u4e2d")
     assert ids and set(ids) == {0}
 
 
-def test_gpt1_tokenizer_ids(tok: Gpt1Tokenizer) -> None:
+def test_gpt1_tokenizer_ids(tok: GPT1Tokenizer) -> None:
     assert tok.vocab_size == VOCAB + 4
     assert (tok.start_id, tok.delim_id, tok.classify_id, tok.pad_id) == (
         VOCAB, VOCAB + 1, VOCAB + 2, VOCAB + 3)
 
 
-def test_decode_round_trips_a_clean_sentence(tok: Gpt1Tokenizer) -> None:
+def test_decode_round_trips_a_clean_sentence(tok: GPT1Tokenizer) -> None:
     sentence = "the cat sat on the mat , i do n't ."
     ids = tok.encode(sentence)
     assert tok.unk_id not in ids
@@ -86,13 +86,13 @@ def test_decode_round_trips_a_clean_sentence(tok: Gpt1Tokenizer) -> None:
     assert tok.decode(tok.encode(mixed)) == mixed.lower()
 
 
-def test_encode_batch_matches_encode(tok: Gpt1Tokenizer) -> None:
+def test_encode_batch_matches_encode(tok: GPT1Tokenizer) -> None:
     texts = ["the cat sat", "on the mat .", "", "i do n't"]
     assert tok.encode_batch(texts) == [tok.encode(t) for t in texts]
     assert tok.encode("") == []
 
 
-def test_special_tokens_are_atomic_in_text(tok: Gpt1Tokenizer) -> None:
+def test_special_tokens_are_atomic_in_text(tok: GPT1Tokenizer) -> None:
     assert tok.encode("<classify>") == [tok.classify_id]
 
 
@@ -112,10 +112,10 @@ def test_training_is_deterministic(tokenizer: Tokenizer) -> None:
     assert not moved, f"train_bpe gave tokens different ids on identical input: {moved}"
 
 
-def test_save_and_load(tokenizer: Tokenizer, tok: Gpt1Tokenizer, tmp_path: Path) -> None:
+def test_save_and_load(tokenizer: Tokenizer, tok: GPT1Tokenizer, tmp_path: Path) -> None:
     path = tmp_path / "tokenizer.json"
     tokenizer.save(str(path))
-    loaded = Gpt1Tokenizer.load(path)
+    loaded = GPT1Tokenizer.load(path)
     text = "the cat sat on the mat ."
     assert loaded.encode(text) == tok.encode(text)
     assert loaded.decode(loaded.encode(text)) == text
@@ -124,10 +124,10 @@ def test_save_and_load(tokenizer: Tokenizer, tok: Gpt1Tokenizer, tmp_path: Path)
 
 def test_load_missing_file(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="tokenizer not found"):
-        Gpt1Tokenizer.load(tmp_path / "tokenizer.json")
+        GPT1Tokenizer.load(tmp_path / "tokenizer.json")
 
 
 def test_tokenizer_without_special_tokens_is_rejected() -> None:
     bare = Tokenizer(models.BPE(vocab={UNK: 0, "a": 1}, merges=[], unk_token=UNK))
     with pytest.raises(ValueError, match="<start>"):
-        Gpt1Tokenizer(bare)
+        GPT1Tokenizer(bare)

@@ -17,7 +17,8 @@ import torch
 from gpt1.config import load_params
 from gpt1.corpus.bpe import train_bpe
 from gpt1.corpus.shards import ShardWriter, read_split
-from gpt1.model.transformer import GPT1, load_model
+from gpt1.model.registry import load_model
+from gpt1.model.transformer import GPT1
 from gpt1.presets.edit import nest, update_params
 from gpt1.training.distributed import Group, from_env
 from gpt1.training.pretrain import pretrain

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 import gpt1.training.device
-from gpt1.training.device import autocast, resolve_device, resolve_dtype
+from gpt1.training.device import Placement, autocast, placement, resolve_device, resolve_dtype
+from gpt1.training.distributed import Group
 
 
 def test_resolve_device() -> None:
@@ -29,6 +30,16 @@ def test_resolve_dtype(monkeypatch: pytest.MonkeyPatch) -> None:
     assert resolve_dtype("auto", cuda) == torch.bfloat16
     assert resolve_dtype("fp32", cuda) == torch.float32
     assert resolve_dtype("bf16", cpu) == torch.bfloat16
+
+
+def test_placement_pairs_the_device_with_its_dtype(monkeypatch: pytest.MonkeyPatch) -> None:
+    cpu = torch.device("cpu")
+    assert placement("cpu", "fp32") == Placement(cpu, torch.float32)
+    assert placement("cpu", "bf16") == Placement(cpu, torch.bfloat16)
+    monkeypatch.setattr(gpt1.training.device, "cpu_has_native_bf16", lambda: False)
+    assert placement("cpu", "auto") == Placement(cpu, torch.float32)
+    # a group places each process; on the CPU, all of them on the one device
+    assert placement("cpu", "fp32", Group(rank=1, world_size=2, local_rank=1)).device == cpu
 
 
 def test_autocast() -> None:

@@ -7,12 +7,11 @@ import subprocess
 import sys
 
 import pytest
-import yaml
 
-from gpt1.config import load_params
+from gpt1.config import load_params, read_yaml
 from tests.conftest import REPO
 
-DVC_YAML = yaml.safe_load((REPO / "dvc.yaml").read_text())
+DVC_YAML = read_yaml((REPO / "dvc.yaml").read_text())
 STAGES = DVC_YAML["stages"]
 
 

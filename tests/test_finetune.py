@@ -327,6 +327,16 @@ def test_finetune_is_reproducible() -> None:
         assert torch.equal(pa_, pb_), name
 
 
+def test_a_non_finite_loss_stops_fine_tuning() -> None:
+    examples, _ = regression(16, seed=0)
+    scores = np.full(len(examples), np.nan, dtype=np.float32)  # every batch's loss is NaN
+    epochs: list[int] = []
+    with pytest.raises(FloatingPointError, match="finetune: the loss became nan at step 1"):
+        finetune(task_model("similarity", outputs=1), examples, scores, PAD, _cfg(),
+                 lambda epoch, m, loss: epochs.append(epoch))
+    assert not epochs
+
+
 def test_lm_coef_zero_turns_the_lm_loss_off() -> None:
     with_lm, without = _trained(0.5, weight_decay=0.0), _trained(0.0, weight_decay=0.0)
     assert not torch.equal(with_lm.head.weight, without.head.weight)

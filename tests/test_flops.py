@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from gpt1.model.flops import measure_peak_flops, training_flops_per_token
+from gpt1.model.flops import measure_peak_flops
 from gpt1.model.transformer import GPT1, GPT1Config
 
 
@@ -14,12 +14,12 @@ def test_flops_per_token_is_six_per_multiplying_weight_plus_attention() -> None:
     model = GPT1(cfg)
     multiplying = model.num_parameters() - model.positions_embed.weight.numel() - sum(
         p.numel() for name, p in model.named_parameters() if p.dim() == 1)  # biases, gains
-    assert training_flops_per_token(cfg) == 6 * multiplying + 12 * 2 * 16 * 32
+    assert cfg.training_flops_per_token() == 6 * multiplying + 12 * 2 * 16 * 32
 
 
 def test_paper_model_costs_about_six_times_its_parameters() -> None:
     paper = GPT1Config(vocab_size=40478 + 4)  # 12 x 768, ctx 512
-    per_token = training_flops_per_token(paper)
+    per_token = paper.training_flops_per_token()
     assert 0.74e9 < per_token < 0.76e9  # 6 x 116.0M multiplying weights + 0.057e9 attention
 
 

@@ -13,7 +13,8 @@ from typer.testing import CliRunner
 from gpt1.cli import app
 from gpt1.corpus.bpe import train_bpe
 from gpt1.model.generate import sample
-from gpt1.model.transformer import GPT1, GPT1Config, save_model
+from gpt1.model.registry import save_model
+from gpt1.model.transformer import GPT1, GPT1Config
 from tests.conftest import run
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

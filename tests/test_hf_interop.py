@@ -27,7 +27,8 @@ from typer.testing import CliRunner
 from gpt1.cli import app
 from gpt1.interop.hf import HF_AFN, export_hf, import_hf
 from gpt1.model.heads import TaskModel
-from gpt1.model.transformer import GPT1, GPT1Config, load_model, save_model
+from gpt1.model.registry import load_config, load_model, save_model
+from gpt1.model.transformer import GPT1, GPT1Config
 from tests.conftest import run
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -194,7 +195,7 @@ def test_cli_round_trip_is_bit_identical(tmp_path: Path) -> None:
     assert set(before) == set(after)
     for key, tensor in before.items():
         assert torch.equal(tensor, after[key]), key
-    assert GPT1Config.load(tmp_path / "back" / "config.json") == ours.config
+    assert load_config(tmp_path / "back" / "config.json") == ours.config
 
 
 @pytest.fixture()

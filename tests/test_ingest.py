@@ -12,9 +12,8 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-import yaml
 
-from gpt1.config import Params, parse_params
+from gpt1.config import Params, parse_params, read_yaml
 from gpt1.downstream.glue import DataFormatError
 from tasks import ingest
 from tests.conftest import REPO, run
@@ -25,7 +24,7 @@ STORIES = "multiple_choice/story_cloze/cloze_test_val__spring2016.csv"
 
 def raw_params(root: Path, tasks: list[str], **ingest: object) -> dict:
     """The repository's params.yaml on data root `root`, one sample book, `tasks` requested."""
-    raw = yaml.safe_load((REPO / "params.yaml").read_text(encoding="utf-8"))
+    raw = read_yaml((REPO / "params.yaml").read_text(encoding="utf-8"))
     raw["ingest"].update({"root": str(root), "corpus": ["corpus/01_*.txt"], **ingest})
     raw["finetune"]["tasks"] = tasks
     return raw
@@ -107,7 +106,7 @@ def test_bad_score_exits_2_with_one_line(root: Path, tmp_path: Path) -> None:
     lines[3] = "\t".join([*fields[:-1], "1e9"]) + "\n"
     train.write_text("".join(lines), encoding="utf-8")
     params_file = tmp_path / "params.yaml"
-    params_file.write_text(yaml.safe_dump(raw_params(root, ["stsb"])), encoding="utf-8")
+    params_file.write_text(json.dumps(raw_params(root, ["stsb"])), encoding="utf-8")  # YAML 1.2
     env = {"PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
     proc = run([sys.executable, "-m", "tasks.ingest", "--params", str(params_file)],
                        tmp_path, env=env, check=False)

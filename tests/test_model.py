@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from gpt1.model.transformer import GPT1, GPT1Config, load_model, save_model, save_safetensors
+from gpt1.model.registry import load_config, load_model, save_model, save_safetensors
+from gpt1.model.transformer import GPT1, GPT1Config
 
 V, CTX, EMBD, LAYERS, HEADS = 50, 16, 32, 2, 4
 
@@ -172,7 +173,7 @@ def test_save_and_load_round_trip(model: GPT1, tmp_path: Path) -> None:
 def test_config_round_trip(tmp_path: Path) -> None:
     cfg = tiny_config(embd_pdrop=0.25)
     cfg.save(tmp_path / "config.json")
-    assert GPT1Config.load(tmp_path / "config.json") == cfg
+    assert load_config(tmp_path / "config.json") == cfg
 
 
 def test_load_model_missing_files(tmp_path: Path) -> None:
@@ -184,7 +185,7 @@ def test_load_model_rejects_other_weights(model: GPT1, tmp_path: Path) -> None:
     save_model(model, tmp_path)
     state = {f"trunk.{k}": v for k, v in model.state_dict().items()}  # a fine-tuned classifier
     save_safetensors(state, tmp_path / "model.safetensors")
-    with pytest.raises(ValueError, match=r"model\.safetensors: not the GPT-1 trunk config\.json "
+    with pytest.raises(ValueError, match=r"model\.safetensors: not the gpt1 trunk config\.json "
                                          r"describes \(\d+ weights missing.*under 'trunk\.'"):
         load_model(tmp_path)
 
@@ -235,14 +236,14 @@ def test_config_load_names_the_file_and_key_at_fault(tmp_path: Path, case: str) 
         fields = {**asdict(tiny_config()), **change}
         path.write_text(json.dumps({k: v for k, v in fields.items() if v is not None}))
     with pytest.raises(ValueError, match=rf"^{path}: {message}"):
-        GPT1Config.load(path)
+        load_config(path)
 
 
 def test_config_load_takes_integers_for_rates(tmp_path: Path) -> None:
     path = tmp_path / "config.json"
     tiny_config().save(path)
     path.write_text(path.read_text().replace('"embd_pdrop": 0.1', '"embd_pdrop": 0'))
-    loaded = GPT1Config.load(path)
+    loaded = load_config(path)
     assert loaded == tiny_config(embd_pdrop=0.0) and isinstance(loaded.embd_pdrop, float)
 
 

@@ -34,7 +34,8 @@ from gpt1.interop.openai import (
     release_config,
     split_params,
 )
-from gpt1.model.transformer import GPT1, GPT1Config, load_model
+from gpt1.model.registry import load_config, load_model
+from gpt1.model.transformer import GPT1, GPT1Config
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -106,7 +107,7 @@ def imported(release: tuple[Path, list[np.ndarray]],
 def test_import_writes_a_model_directory(imported: Path) -> None:
     assert sorted(p.name for p in imported.iterdir()) == [
         "config.json", "model.safetensors", "tokenizer.json"]
-    assert GPT1Config.load(imported / "config.json") == GPT1Config(
+    assert load_config(imported / "config.json") == GPT1Config(
         vocab_size=V + 4, n_ctx=N_CTX, n_embd=D, n_layer=LAYERS, n_head=HEADS)
 
 

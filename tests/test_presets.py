@@ -7,9 +7,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-import yaml
 
-from gpt1.config import ParamsError, load_params
+from gpt1.config import ParamsError, load_params, read_yaml
 from gpt1.presets.edit import (
     _overlay,
     apply_preset,
@@ -51,11 +50,11 @@ def test_available() -> None:
 @pytest.mark.parametrize("name", ["tiny", "default", "books", "paper"])
 def test_apply_changes_only_preset_keys_and_keeps_comments(params_copy: Path, name: str) -> None:
     before_text = params_copy.read_text()
-    before = _flatten(yaml.safe_load(before_text))
+    before = _flatten(read_yaml(before_text))
     preset = _flatten(load_preset(name))
     apply_preset(name, params_copy)
     after_text = params_copy.read_text()
-    after = _flatten(yaml.safe_load(after_text))  # re-read with PyYAML, as load_params does
+    after = _flatten(read_yaml(after_text))  # re-read as load_params (and DVC) read it
     assert set(after) == set(before)
     for key, value in after.items():
         assert value == (preset[key] if key in preset else before[key]), key
@@ -90,7 +89,7 @@ def test_paper_values_survive_a_round_trip(params_copy: Path) -> None:
 
 
 def test_presets_are_valid_overlays() -> None:
-    base = yaml.safe_load(REPO_PARAMS.read_text())
+    base = read_yaml(REPO_PARAMS.read_text(encoding="utf-8"))
     for name in available():
         preset = _flatten(load_preset(name))
         assert preset, name
@@ -145,6 +144,16 @@ def test_nest_and_parse_assignments() -> None:
     for bad in ("no-equals-sign", "=5"):
         with pytest.raises(ParamsError, match="expected KEY=VALUE"):
             parse_assignments([bad])
+    with pytest.raises(ParamsError, match=r"^model\.n_ctx: '\[64' is not valid YAML: "):
+        parse_assignments(["model.n_ctx=[64"])
+
+
+def test_values_are_written_as_dvc_reads_them(params_copy: Path) -> None:
+    """`gpt1 set` reads a value as YAML 1.2, as DVC reads params.yaml: `1e-3` is a number (YAML
+    1.1 made it a string, which params.yaml would have held quoted)."""
+    update_params(params_copy, parse_assignments(["pretrain.lr=1e-3"]))
+    assert "  lr: 0.001" in params_copy.read_text().splitlines()
+    assert load_params(params_copy).pretrain.lr == 0.001
 
 
 def test_update_params_sets_keys_and_keeps_the_rest(params_copy: Path) -> None:

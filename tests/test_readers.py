@@ -1,6 +1,6 @@
 """gpt1.downstream.readers: every registry reader, on the real files beside the repo where we have
-them and
-on small files in the exact release layout where we do not (QQP, MNLI, SNLI, SciTail, RACE)."""
+them and on small files in the exact release layout where we do not (QQP, MNLI, SNLI, SciTail,
+RACE)."""
 
 from __future__ import annotations
 
@@ -15,9 +15,15 @@ import pyarrow as pa
 import pytest
 
 from gpt1.config import TaskParams, load_params
-from gpt1.downstream.families import task_schema
+from gpt1.downstream.families import family_of
 from gpt1.downstream.glue import DataFormatError
-from gpt1.downstream.readers import READERS, holdout_split, missing_files, read_split
+from gpt1.downstream.readers import (
+    READERS,
+    holdout_split,
+    missing_files,
+    read_task_split,
+    split_paths,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "gpt1" / "sample_data"
@@ -47,24 +53,56 @@ def tsv(*rows: tuple[object, ...]) -> str:
 
 
 def read(task: TaskParams, root: Path, split: str) -> dict[str, list[object]]:
-    table = read_split(task, root, split)
-    assert table.schema == task_schema(task)
+    table = read_task_split(task, root, split)
+    assert table.schema == family_of(task).schema(task)
     return table.to_pydict()
 
 
+# The paper's tasks (Radford et al. 2018, Tables 2-4): family, the metric reported, and its
+# scores by dev split (MNLI matched / mismatched, RACE middle / high school)
+PAPER_TASKS = {
+    "snli": ("entailment", "accuracy", {"dev": 89.9}),
+    "mnli": ("entailment", "accuracy", {"dev": 82.1, "dev_mismatched": 81.4}),
+    "qnli": ("entailment", "accuracy", {"dev": 88.1}),
+    "rte": ("entailment", "accuracy", {"dev": 56.0}),
+    "scitail": ("entailment", "accuracy", {"dev": 88.3}),
+    "story_cloze": ("multiple_choice", "accuracy", {"dev": 86.5}),
+    "race": ("multiple_choice", "accuracy", {"dev_middle": 62.9, "dev_high": 57.4}),
+    "cola": ("classification", "mcc", {"dev": 45.4}),
+    "sst2": ("classification", "accuracy", {"dev": 91.3}),
+    "mrpc": ("similarity", "f1", {"dev": 82.3}),
+    "stsb": ("similarity", "pearson", {"dev": 82.0}),
+    "qqp": ("similarity", "f1", {"dev": 70.3}),
+}
+
+
+@pytest.mark.parametrize("name", PAPER_TASKS)
+def test_the_papers_tasks_are_in_the_registry(tasks: dict[str, TaskParams], name: str) -> None:
+    """Each is there, as the paper ran it; the registry may hold more."""
+    family, metric, paper = PAPER_TASKS[name]
+    task = tasks[name]
+    assert (task.family, task.metrics[0], task.paper) == (family, metric, paper)
+    assert set(paper) <= set(task.eval_splits)
+
+
 def test_every_registry_task_has_a_reader_of_its_family(tasks: dict[str, TaskParams]) -> None:
-    assert len(tasks) == 12
     for task in tasks.values():
         assert READERS[task.reader].family == task.family, task.title
+
+
+def test_split_paths(tasks: dict[str, TaskParams]) -> None:
+    assert split_paths(tasks["sst2"], "dev") == ["glue/SST-2/dev.tsv"]
+    assert split_paths(tasks["race"], "train") == ["multiple_choice/RACE/train/middle",
+                                                   "multiple_choice/RACE/train/high"]
 
 
 def test_reader_of_another_family_is_refused(tasks: dict[str, TaskParams], tmp_path: Path) -> None:
     task = tasks["cola"].model_copy(update={"reader": "glue_rte"})
     with raises(ValueError, "reads entailment files, not classification"):
-        read_split(task, tmp_path, "train")
+        read_task_split(task, tmp_path, "train")
     task = tasks["cola"].model_copy(update={"reader": "nope"})
     with raises(ValueError, "unknown reader 'nope'"):
-        read_split(task, tmp_path, "train")
+        read_task_split(task, tmp_path, "train")
 
 
 # -- the real files in ../shared/data ------------------------------------------------------------
@@ -84,8 +122,8 @@ ROW_COUNTS = {
 def test_real_row_counts(tasks: dict[str, TaskParams], shared_data: Path, name: str,
                          split: str) -> None:
     task = tasks[name]
-    table = read_split(task, shared_data, split)
-    assert table.schema == task_schema(task)
+    table = read_task_split(task, shared_data, split)
+    assert table.schema == family_of(task).schema(task)
     assert table.num_rows == ROW_COUNTS[name, split]
     labels = table.column("label")
     if name != "story_cloze" and split == "test":  # GLUE test files have no labels
@@ -96,19 +134,19 @@ def test_real_row_counts(tasks: dict[str, TaskParams], shared_data: Path, name: 
 
 
 def first(task: TaskParams, root: Path, split: str) -> dict[str, object]:
-    return read_split(task, root, split).slice(0, 1).to_pylist()[0]
+    return read_task_split(task, root, split).slice(0, 1).to_pylist()[0]
 
 
 def test_real_glue_values(tasks: dict[str, TaskParams], shared_data: Path) -> None:
     root = shared_data
     assert first(tasks["sst2"], root, "train") == {
         "idx": 0, "text": "hide new secretions from the parental units ", "label": 0}
-    sst_test = read_split(tasks["sst2"], root, "test")
+    sst_test = read_task_split(tasks["sst2"], root, "test")
     assert sst_test.column("idx")[-1].as_py() == 1820
     assert first(tasks["cola"], root, "train") == {
         "idx": 0, "text": "Our friends won't buy this analysis, let alone the next one we propose.",
         "label": 1}
-    cola_dev = read_split(tasks["cola"], root, "dev")  # no final newline
+    cola_dev = read_task_split(tasks["cola"], root, "dev")  # no final newline
     assert cola_dev.slice(1042).to_pylist() == [
         {"idx": 1042, "text": "John talked to Bill about himself.", "label": 1}]
     assert first(tasks["cola"], root, "test") == {
@@ -120,21 +158,21 @@ def test_real_glue_values(tasks: dict[str, TaskParams], shared_data: Path) -> No
         "text_b": 'Referring to him as only "the witness", Amrozi accused his brother of '
                   "deliberately distorting his evidence.",
         "label": 1}
-    assert read_split(tasks["mrpc"], root, "dev").column("text_b")[0].as_py().startswith(
+    assert read_task_split(tasks["mrpc"], root, "dev").column("text_b")[0].as_py().startswith(
         '"The foodservice pie')  # a lone quote is text, not CSV quoting
-    mrpc_test = read_split(tasks["mrpc"], root, "test")
+    mrpc_test = read_task_split(tasks["mrpc"], root, "test")
     assert mrpc_test.column("idx")[-1].as_py() == 1724
-    stsb = read_split(tasks["stsb"], root, "train").slice(0, 2).to_pydict()
+    stsb = read_task_split(tasks["stsb"], root, "train").slice(0, 2).to_pydict()
     assert stsb == {"idx": [0, 1],
                     "text_a": ["A plane is taking off.", "A man is playing a large flute."],
                     "text_b": ["An air plane is taking off.", "A man is playing a flute."],
                     "label": [5.0, 3.8]}
-    assert read_split(tasks["stsb"], root, "test").slice(1378).to_pylist()[0]["text_b"] == (
+    assert read_task_split(tasks["stsb"], root, "test").slice(1378).to_pylist()[0]["text_b"] == (
         "North Korea Delegation Meets With South Korean Officials")
     assert first(tasks["rte"], root, "train") == {
         "idx": 0, "premise": "No Weapons of Mass Destruction Found in Iraq Yet.",
         "hypothesis": "Weapons of Mass Destruction Found in Iraq.", "label": 1}
-    assert read_split(tasks["rte"], root, "train").column("label").value_counts().to_pylist() \
+    assert read_task_split(tasks["rte"], root, "train").column("label").value_counts().to_pylist() \
         == [{"values": 1, "counts": 1241}, {"values": 0, "counts": 1249}]
     assert first(tasks["qnli"], root, "dev") == {  # premise = question, hypothesis = sentence
         "idx": 0, "premise": "What came into force after the new constitution was herald?",
@@ -148,7 +186,7 @@ def test_real_qnli_train_is_reported_missing(tasks: dict[str, TaskParams],
     train = shared_data / "glue" / "QNLI" / "train.tsv"
     assert missing_files(tasks["qnli"], shared_data) == [train]
     with raises(FileNotFoundError, f"expected at {train}"):
-        read_split(tasks["qnli"], shared_data, "train")
+        read_task_split(tasks["qnli"], shared_data, "train")
     assert missing_files(tasks["rte"], shared_data) == []
 
 
@@ -161,7 +199,7 @@ def test_real_story_cloze(tasks: dict[str, TaskParams], shared_data: Path) -> No
         "question": "",
         "choices": ["He is happy now.", "He joined a gang."],
         "label": 0}
-    test = read_split(tasks["story_cloze"], shared_data, "test")  # no final newline
+    test = read_task_split(tasks["story_cloze"], shared_data, "test")  # no final newline
     assert test.slice(0, 1).to_pylist()[0]["label"] == 1
     assert test.column("label").value_counts().to_pylist() == [
         {"values": 1, "counts": 911}, {"values": 0, "counts": 960}]
@@ -171,7 +209,7 @@ def test_story_cloze_holdout_is_the_original_split(tasks: dict[str, TaskParams],
                                                    shared_data: Path) -> None:
     task = tasks["story_cloze"]
     assert task.holdout is not None
-    table = read_split(task, shared_data, "train")
+    table = read_task_split(task, shared_data, "train")
     train, dev = holdout_split(table, task.holdout.size, task.holdout.seed)
     assert (train.num_rows, dev.num_rows) == (1_497, 374)
     again = holdout_split(table, task.holdout.size, task.holdout.seed)
@@ -194,11 +232,11 @@ def test_bundled_sample_reads(tasks: dict[str, TaskParams], name: str) -> None:
     task = tasks[name]
     assert missing_files(task, SAMPLE) == []
     for split in task.files:
-        table = read_split(task, SAMPLE, split)
+        table = read_task_split(task, SAMPLE, split)
         assert table.num_rows >= 20, split
         assert table.column("label").null_count in (0, table.num_rows)
     if task.holdout is not None:
-        train, dev = holdout_split(read_split(task, SAMPLE, "train"), task.holdout.size,
+        train, dev = holdout_split(read_task_split(task, SAMPLE, "train"), task.holdout.size,
                                    task.holdout.seed)
         assert dev.num_rows == task.holdout.size and train.num_rows > 0
 
@@ -219,35 +257,35 @@ def test_cola_layouts_and_errors(tasks: dict[str, TaskParams], tmp_path: Path) -
     path = write(tmp_path, "glue/CoLA/dev.tsv", tsv(("gj04", 1, "", "Fine."),
                                                     ("gj04", "x", "*", "Bad.")))
     with raises(DataFormatError, f"{path}:2: label 'x' is not one of ['0', '1']"):
-        read_split(task, tmp_path, "dev")
+        read_task_split(task, tmp_path, "dev")
     write(tmp_path, "glue/CoLA/dev.tsv", tsv(("gj04", 1, "Fine.")))
     with raises(DataFormatError, f"{path}:1: expected 4 fields, got 3"):
-        read_split(task, tmp_path, "dev")
+        read_task_split(task, tmp_path, "dev")
 
 
 def test_missing_file_names_the_expected_path(tasks: dict[str, TaskParams],
                                               tmp_path: Path) -> None:
     expected = tmp_path / "glue" / "SST-2" / "dev.tsv"
     with raises(FileNotFoundError, f"SST-2: dev split expected at {expected}"):
-        read_split(tasks["sst2"], tmp_path, "dev")
+        read_task_split(tasks["sst2"], tmp_path, "dev")
     assert missing_files(tasks["sst2"], tmp_path) == [
         tmp_path / "glue" / "SST-2" / f"{split}.tsv" for split in ("train", "dev", "test")]
     with raises(ValueError, "no 'dev_x' split"):
-        read_split(tasks["sst2"], tmp_path, "dev_x")
+        read_task_split(tasks["sst2"], tmp_path, "dev_x")
 
 
 def test_unlabelled_rows_outside_test_are_refused(tasks: dict[str, TaskParams],
                                                   tmp_path: Path) -> None:
     path = write(tmp_path, "glue/SST-2/dev.tsv", tsv(("index", "sentence"), (0, "no label")))
     with raises(DataFormatError, f"{path}: rows without a label in the dev split"):
-        read_split(tasks["sst2"], tmp_path, "dev")
+        read_task_split(tasks["sst2"], tmp_path, "dev")
 
 
 def test_header_without_a_needed_column(tasks: dict[str, TaskParams], tmp_path: Path) -> None:
     path = write(tmp_path, "glue/RTE/train.tsv", tsv(("index", "premise", "sentence2", "label"),
                                                      (0, "a", "b", "entailment")))
     with raises(DataFormatError, f"{path}:1: no column 'sentence1' in the header"):
-        read_split(tasks["rte"], tmp_path, "train")
+        read_task_split(tasks["rte"], tmp_path, "train")
 
 
 QQP_HEADER = ("id", "qid1", "qid2", "question1", "question2", "is_duplicate")
@@ -278,7 +316,7 @@ def test_qqp(tasks: dict[str, TaskParams], tmp_path: Path) -> None:
         QQP_HEADER, (1, 2, 3, "What is a good question?", "What makes a good question?", 1),
         (4, 5, 6, "A question cut short by a newline"), ("in the middle?", 0)))
     with raises(DataFormatError, f"{path}:3: expected 6 fields, got 4"):
-        read_split(task, tmp_path, "dev")
+        read_task_split(task, tmp_path, "dev")
 
 
 STSB_HEADER = ("index", "genre", "filename", "year", "old_index", "source1", "source2",
@@ -296,7 +334,7 @@ def test_stsb_score_outside_0_to_5(tasks: dict[str, TaskParams], tmp_path: Path,
     path = write(tmp_path, "glue/STS-B/dev.tsv", tsv(STSB_HEADER, stsb_row(0, "5.000"),
                                                      stsb_row(1, score)))
     with raises(DataFormatError, f"{path}:3: score '{score}' is not a number from 0 to 5"):
-        read_split(tasks["stsb"], tmp_path, "dev")
+        read_task_split(tasks["stsb"], tmp_path, "dev")
 
 
 def test_stsb_score_bounds_are_in_range(tasks: dict[str, TaskParams], tmp_path: Path) -> None:
@@ -309,20 +347,20 @@ def test_scores_and_class_labels_are_not_mixed(tasks: dict[str, TaskParams],
                                                tmp_path: Path) -> None:
     stsb = tasks["stsb"].model_copy(update={"labels": ["0", "1"]})
     with raises(ValueError, "STS-B: reader 'glue_stsb' reads scores, not labels ['0', '1']"):
-        read_split(stsb, tmp_path, "dev")
+        read_task_split(stsb, tmp_path, "dev")
     mrpc = tasks["mrpc"].model_copy(update={"labels": None})
     with raises(ValueError, "MRPC: reader 'glue_mrpc' reads class labels: give the task its"):
-        read_split(mrpc, tmp_path, "dev")
+        read_task_split(mrpc, tmp_path, "dev")
 
 
 def test_glue_index_is_a_whole_number_once(tasks: dict[str, TaskParams], tmp_path: Path) -> None:
     path = write(tmp_path, "glue/SST-2/test.tsv", tsv(("index", "sentence"), (0, "a"), (-1, "b")))
     with raises(DataFormatError, f"{path}:3: index '-1' is not a whole number from 0"):
-        read_split(tasks["sst2"], tmp_path, "test")
+        read_task_split(tasks["sst2"], tmp_path, "test")
     write(tmp_path, "glue/SST-2/test.tsv", tsv(("index", "sentence"), (7, "a"), (8, "b"),
                                                (7, "c")))
     with raises(DataFormatError, f"{path}:4: index 7 again (first on line 2)"):
-        read_split(tasks["sst2"], tmp_path, "test")
+        read_task_split(tasks["sst2"], tmp_path, "test")
 
 
 # -- empty texts, files without rows ------------------------------------------------------------
@@ -364,7 +402,7 @@ def test_empty_text_where_the_release_has_none(tasks: dict[str, TaskParams], tmp
                                                where: str) -> None:
     path = write(tmp_path, rel, content)
     with raises(DataFormatError, f"{path}:{where} is empty (the release has no empty texts)"):
-        read_split(tasks[name], tmp_path, split)
+        read_task_split(tasks[name], tmp_path, split)
 
 
 def test_empty_text_where_the_release_has_some(tasks: dict[str, TaskParams],
@@ -394,14 +432,14 @@ def test_file_without_rows(tasks: dict[str, TaskParams], tmp_path: Path, name: s
     path = write(tmp_path, rel, content)
     task = tasks[name]
     with raises(DataFormatError, f"{path}: no rows to read into {task.title}'s {split} split"):
-        read_split(task, tmp_path, split)
+        read_task_split(task, tmp_path, split)
 
 
 def test_jsonl_without_a_gold_label_has_no_rows(tasks: dict[str, TaskParams],
                                                 tmp_path: Path) -> None:
     path = write(tmp_path, "nli/snli_1.0/snli_1.0_dev.jsonl", snli_line("A.", "B.", "-"))
     with raises(DataFormatError, f"{path}: no rows to read into SNLI's dev split"):
-        read_split(tasks["snli"], tmp_path, "dev")
+        read_task_split(tasks["snli"], tmp_path, "dev")
 
 
 @pytest.mark.parametrize("answer", ["3", "0", "", "1.0", "A"])
@@ -409,7 +447,7 @@ def test_story_cloze_answer_is_1_or_2(tasks: dict[str, TaskParams], tmp_path: Pa
                                       answer: str) -> None:
     path = write(tmp_path, STORY_TRAIN, stories(story("2"), story(answer)))
     with raises(DataFormatError, f"{path}:3: label '{answer}' is not one of ['1', '2']"):
-        read_split(tasks["story_cloze"], tmp_path, "train")
+        read_task_split(tasks["story_cloze"], tmp_path, "train")
 
 
 MNLI_COLUMNS = ("index", "promptID", "pairID", "genre", "sentence1_binary_parse",
@@ -451,7 +489,7 @@ def test_mnli(tasks: dict[str, TaskParams], tmp_path: Path) -> None:
     assert read(task, tmp_path, "dev")["label"] == [2]
     assert read(task, tmp_path, "test_mismatched")["label"] == [None]
     with raises(DataFormatError, f"{path}:2: label 'unknown' is not one of"):
-        read_split(task, tmp_path, "dev_mismatched")
+        read_task_split(task, tmp_path, "dev_mismatched")
     assert missing_files(task, tmp_path) == [tmp_path / "glue" / "MNLI" / "test_matched.tsv"]
 
 
@@ -483,13 +521,13 @@ def test_snli_jsonl(tasks: dict[str, TaskParams], tmp_path: Path,
                  snli_line("A.", "B.", "neutral") + '{"gold_label": "neutral", "sentence1": "A."'
                  "\n")
     with raises(DataFormatError, f"{path}:2: not a JSON object"):
-        read_split(task, tmp_path, "train")
+        read_task_split(task, tmp_path, "train")
     path.write_text(json.dumps({"gold_label": "neutral", "sentence1": "A."}) + "\n")
     with raises(DataFormatError, f"{path}:1: key 'sentence2': expected a string"):
-        read_split(task, tmp_path, "train")
+        read_task_split(task, tmp_path, "train")
     path.write_text(snli_line("A.", "B.", "neutral") + snli_line("A.", "B.", "entails"))
     with raises(DataFormatError, f"{path}:2: label 'entails' is not one of"):
-        read_split(task, tmp_path, "train")
+        read_task_split(task, tmp_path, "train")
 
 
 def test_scitail_tsv(tasks: dict[str, TaskParams], tmp_path: Path) -> None:
@@ -507,7 +545,7 @@ def test_scitail_tsv(tasks: dict[str, TaskParams], tmp_path: Path) -> None:
     path = write(tmp_path, "nli/SciTailV1.1/tsv_format/scitail_1.0_dev.tsv", tsv(
         ("A.", "B.", "entails"), ("A.", "B.", "contradiction")))
     with raises(DataFormatError, f"{path}:2: label 'contradiction' is not one of"):
-        read_split(task, tmp_path, "dev")
+        read_task_split(task, tmp_path, "dev")
 
 
 # -- RACE --------------------------------------------------------------------------------------
@@ -543,29 +581,29 @@ def test_race_errors(tasks: dict[str, TaskParams], tmp_path: Path) -> None:
     folder = tmp_path / "multiple_choice" / "RACE" / "dev" / "high"
     folder.mkdir(parents=True)
     with raises(FileNotFoundError, f"{folder}: no RACE article files"):
-        read_split(task, tmp_path, "dev_high")
+        read_task_split(task, tmp_path, "dev_high")
     path = write(folder, "1.txt", race_article("high1.txt", ["Why?", "Who?"], ["A", "E"]))
     with raises(DataFormatError, f"{path}: answers[1]: label 'E' is not one of ['A', 'B'"):
-        read_split(task, tmp_path, "dev_high")
+        read_task_split(task, tmp_path, "dev_high")
     path.write_text(race_article("high1.txt", ["Why?", "Who?"], ["A"]))
     with raises(DataFormatError, f"{path}: keys 'questions', 'options' and "):
-        read_split(task, tmp_path, "dev_high")
+        read_task_split(task, tmp_path, "dev_high")
     path.write_text(race_article("high1.txt", [], []))  # an article without questions
     with raises(DataFormatError, "must be lists of one length, not empty"):
-        read_split(task, tmp_path, "dev_high")
+        read_task_split(task, tmp_path, "dev_high")
     for answer in ("a", 1, None):
         path.write_text(race_article("high1.txt", ["Why?"], [answer]))  # type: ignore[list-item]
         with raises(DataFormatError, f"{path}: answers[0]: label {answer!r} is not one of"):
-            read_split(task, tmp_path, "dev_high")
+            read_task_split(task, tmp_path, "dev_high")
     record = json.loads(race_article("high1.txt", ["Why?"], ["A"]))
     for options in (["only", "three", "options"], list("ABCDE"), ["a", "b", "c", 4]):
         record["options"][0] = options
         path.write_text(json.dumps(record))
         with raises(DataFormatError, f"{path}: options[0]: expected 4 strings"):
-            read_split(task, tmp_path, "dev_high")
+            read_task_split(task, tmp_path, "dev_high")
     path.write_text('{"article": "x",\n "answers": [}')
     with raises(DataFormatError, f"{path}:2: not JSON"):
-        read_split(task, tmp_path, "dev_high")
+        read_task_split(task, tmp_path, "dev_high")
 
 
 # -- holdout ---------------------------------------------------------------------------------
@@ -608,4 +646,4 @@ def test_non_utf8_names_file_line_and_byte(tasks: dict[str, TaskParams], tmp_pat
     path.write_bytes(raw)
     offset = raw.index(b"\xff")
     with raises(DataFormatError, f"{path}:{line}: not UTF-8 text (byte {offset}: 0xff)"):
-        read_split(tasks[name], tmp_path, split)
+        read_task_split(tasks[name], tmp_path, split)

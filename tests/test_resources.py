@@ -14,7 +14,6 @@ from gpt1.training.resources import (
     TRAINING_BYTES_PER_PARAMETER,
     check_disk,
     check_memory,
-    parameter_count,
     training_bytes,
 )
 
@@ -24,12 +23,12 @@ from gpt1.training.resources import (
     GPT1Config(vocab_size=1000, n_ctx=64, n_embd=48, n_layer=3, n_head=4),
 ])
 def test_parameter_count_is_the_models(cfg: GPT1Config) -> None:
-    assert parameter_count(cfg) == GPT1(cfg).num_parameters()
+    assert cfg.parameter_count() == GPT1(cfg).num_parameters()
 
 
 def test_training_needs_at_least_the_weights_and_their_state() -> None:
     cfg = GPT1Config(vocab_size=504, n_ctx=32, n_embd=32, n_layer=2, n_head=2)
-    assert training_bytes(cfg, 8) > TRAINING_BYTES_PER_PARAMETER * parameter_count(cfg)
+    assert training_bytes(cfg, 8) > TRAINING_BYTES_PER_PARAMETER * cfg.parameter_count()
     assert training_bytes(cfg, 16) > training_bytes(cfg, 8)
 
 

@@ -74,7 +74,11 @@ def test_sigterm_checkpoints_and_resume_is_bit_identical(tmp_path: Path) -> None
     assert result.resumed_from == 7
     _assert_identical(resumed.state_dict(), reference.state_dict())
     assert seen == seen_reference  # the curves, replayed then continued, match exactly
-    assert store.latest()["step"] == STEPS
+    latest = store.latest()
+    assert latest["step"] == STEPS
+    # what checkpoints hold: a change here makes earlier runs' checkpoints unresumable
+    assert latest.keys() == {"format", "fingerprint", "step", "model", "optimizer", "scheduler",
+                             "rng", "seconds", "smoothed_loss", "val_loss", "history"}
 
 
 def test_a_finished_run_is_not_retrained(tmp_path: Path) -> None:
@@ -130,7 +134,7 @@ CHILD = textwrap.dedent("""
     sys.path.insert(0, {tests!r})
     from test_resume import _cfg, _model
     from gpt1.training.checkpoint import CheckpointStore
-    from gpt1.model.transformer import save_model
+    from gpt1.model.registry import save_model
     from gpt1.training.pretrain import pretrain
 
     logging.basicConfig(level=logging.INFO)

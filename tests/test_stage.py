@@ -37,7 +37,7 @@ def stage_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def _run_stage(run: Callable[[Params], None], caplog: pytest.LogCaptureFixture) -> int:
-    with caplog.at_level(logging.INFO, logger="gpt1"), pytest.raises(SystemExit) as stopped:
+    with caplog.at_level(logging.INFO, logger="tasks.stage"), pytest.raises(SystemExit) as stopped:
         main("pretrain", run, argv=[])
         raise SystemExit(0)
     return int(stopped.value.code)

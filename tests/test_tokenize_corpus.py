@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from gpt1.config import load_params
-from gpt1.corpus.bpe import Gpt1Tokenizer, train_bpe
+from gpt1.corpus.bpe import GPT1Tokenizer, train_bpe
 from gpt1.corpus.encode import SplitShards, WordCachedEncoder, lopsided_split, tokenize_corpus
 from gpt1.corpus.shards import ShardInfo, read_split
 from tasks import tokenize
@@ -24,8 +24,8 @@ TEXTS = ["the cat sat on the mat .", "The CAT , the dog ; a bird", "zebra quagga
          "x<start>y <pad> \u03a3\u0391\u03a3 \u0130x caf\u00e9"]
 
 
-def _tokenizer() -> Gpt1Tokenizer:
-    return Gpt1Tokenizer(train_bpe(TEXTS[:3] * 5, vocab_size=60, min_frequency=1))
+def _tokenizer() -> GPT1Tokenizer:
+    return GPT1Tokenizer(train_bpe(TEXTS[:3] * 5, vocab_size=60, min_frequency=1))
 
 
 def test_word_cache_gives_the_tokenizers_ids() -> None:

@@ -1,25 +1,25 @@
 """gpt1.downstream.transforms: task text cleaned like the corpus, truncated longest first, and laid
-out per
-family (paper §3.3) with the special tokens around it."""
+out as its family says (paper §3.3), the special tokens around it."""
 
 from __future__ import annotations
 
-import numpy as np
 import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpt1.config import Family, TaskParams
-from gpt1.corpus.bpe import Gpt1Tokenizer, train_bpe
+from gpt1.corpus.bpe import GPT1Tokenizer, train_bpe
 from gpt1.corpus.text import TextCleaner
-from gpt1.downstream.transforms import encode_examples, encode_texts, targets, truncate_segments
+from gpt1.downstream import families
+from gpt1.downstream.families import TaskFamily
+from gpt1.downstream.transforms import encode_examples, encode_texts, truncate_segments
 
 
 @pytest.fixture(scope="module")
-def tok() -> Gpt1Tokenizer:
+def tok() -> GPT1Tokenizer:
     texts = ["i do n't like the film , it is dull .", "the film is great ! i like it ."] * 20
-    return Gpt1Tokenizer(train_bpe(texts, vocab_size=300, min_frequency=1))
+    return GPT1Tokenizer(train_bpe(texts, vocab_size=300, min_frequency=1))
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +33,7 @@ def task(family: Family, labels: list[str] | None = None) -> TaskParams:
                       files={"train": "train.tsv", "dev": "dev.tsv"})
 
 
-def test_encode_texts_cleans_like_the_corpus(tok: Gpt1Tokenizer, cleaner: TextCleaner) -> None:
+def test_encode_texts_cleans_like_the_corpus(tok: GPT1Tokenizer, cleaner: TextCleaner) -> None:
     raw = ["I don't like the film, it is dull.", "The film is GREAT!", "The film is GREAT!"]
     ids = encode_texts(raw, tok, cleaner)
     assert ids == [tok.encode(cleaner(t)) for t in raw]
@@ -74,7 +74,7 @@ def test_truncate_matches_its_definition(segments: list[list[int]], budget: int)
     assert sum(map(len, cut)) == min(budget, sum(map(len, segments)))  # exactly the budget
 
 
-def test_classification_layout(tok: Gpt1Tokenizer, cleaner: TextCleaner) -> None:
+def test_classification_layout(tok: GPT1Tokenizer, cleaner: TextCleaner) -> None:
     table = pa.table({"idx": [0, 1], "text": ["The film is great!", "it is dull " * 30],
                       "label": [1, 0]})
     examples = encode_examples(task("classification", ["0", "1"]), table, tok, cleaner, n_ctx=12)
@@ -85,7 +85,7 @@ def test_classification_layout(tok: Gpt1Tokenizer, cleaner: TextCleaner) -> None
     assert long[1:-1] == tok.encode("it is dull " * 30)[:10]
 
 
-def test_entailment_layout(tok: Gpt1Tokenizer, cleaner: TextCleaner) -> None:
+def test_entailment_layout(tok: GPT1Tokenizer, cleaner: TextCleaner) -> None:
     table = pa.table({"idx": [0, 1], "premise": ["the film is great", "it is dull " * 30],
                       "hypothesis": ["i like it", "the film"], "label": [0, 1]})
     examples = encode_examples(task("entailment", ["yes", "no"]), table, tok, cleaner, n_ctx=16)
@@ -97,7 +97,7 @@ def test_entailment_layout(tok: Gpt1Tokenizer, cleaner: TextCleaner) -> None:
     assert second[-len(hypothesis) - 2:] == [tok.delim_id, *hypothesis, tok.classify_id]
 
 
-def test_similarity_has_both_orders(tok: Gpt1Tokenizer, cleaner: TextCleaner) -> None:
+def test_similarity_has_both_orders(tok: GPT1Tokenizer, cleaner: TextCleaner) -> None:
     table = pa.table({"idx": [0], "text_a": ["the film is great"], "text_b": ["i like it"],
                       "label": [1]})
     (pair,) = encode_examples(task("similarity", ["0", "1"]), table, tok, cleaner, n_ctx=32)
@@ -106,7 +106,7 @@ def test_similarity_has_both_orders(tok: Gpt1Tokenizer, cleaner: TextCleaner) ->
                     [tok.start_id, *b, tok.delim_id, *a, tok.classify_id]]
 
 
-def test_similarity_orders_hold_the_same_tokens_when_cut(tok: Gpt1Tokenizer,
+def test_similarity_orders_hold_the_same_tokens_when_cut(tok: GPT1Tokenizer,
                                                          cleaner: TextCleaner) -> None:
     text = "the film is great"  # two equally long texts and an odd budget: one is cut more
     table = pa.table({"idx": [0], "text_a": [text], "text_b": [text.replace("great", "dull")],
@@ -117,7 +117,7 @@ def test_similarity_orders_hold_the_same_tokens_when_cut(tok: Gpt1Tokenizer,
     assert sorted(ab) == sorted(ba)
 
 
-def test_multiple_choice_layout(tok: Gpt1Tokenizer, cleaner: TextCleaner) -> None:
+def test_multiple_choice_layout(tok: GPT1Tokenizer, cleaner: TextCleaner) -> None:
     table = pa.table({"idx": [0, 1], "context": ["the film is great", "it is dull " * 30],
                       "question": ["", "i like it"], "choices": [["great", "dull", "i like it"],
                                                                  ["dull", "the film"]],
@@ -137,11 +137,18 @@ def test_multiple_choice_layout(tok: Gpt1Tokenizer, cleaner: TextCleaner) -> Non
                     tok.delim_id, *answer, tok.classify_id]
 
 
-def test_targets() -> None:
-    table = pa.table({"label": pa.array([2, 0, 1], pa.int64())})
-    got = targets(task("entailment", ["a", "b", "c"]), table)
-    assert got.dtype == np.int64 and got.tolist() == [2, 0, 1]
-    scores = targets(task("similarity"), pa.table({"label": pa.array([4.5, 0.0], pa.float64())}))
-    assert scores.dtype == np.float32 and scores.tolist() == [4.5, 0.0]
-    with pytest.raises(ValueError, match="1 of 2 examples have no label"):
-        targets(task("classification", ["0", "1"]), pa.table({"label": pa.array([1, None])}))
+def test_the_layout_is_the_familys(tok: GPT1Tokenizer, cleaner: TextCleaner,
+                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nothing about a family's layout lives in the transformation: change the object, and the
+    sequences follow."""
+    entailment = families.FAMILIES["entailment"]
+    layout = "<start> hypothesis <delim> <delim> premise <classify>"
+    monkeypatch.setitem(families.FAMILIES, "entailment",
+                        TaskFamily("entailment", entailment.columns, (layout,)))
+    table = pa.table({"idx": [0], "premise": ["the film is great " * 5],
+                      "hypothesis": ["i like it"], "label": [0]})
+    ((seq,),) = encode_examples(task("entailment", ["yes", "no"]), table, tok, cleaner, n_ctx=12)
+    hypothesis = tok.encode("i like it")
+    kept = 12 - 4 - len(hypothesis)  # four special tokens now
+    assert seq == [tok.start_id, *hypothesis, tok.delim_id, tok.delim_id,
+                   *tok.encode("the film is great " * 5)[:kept], tok.classify_id]

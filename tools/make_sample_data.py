@@ -5,7 +5,8 @@ pretraining, an SST-2-style sentiment task in the GLUE TSV format, a small task 
 family in its release format (CoLA, RTE, MRPC, STS-B, Story Cloze), and a README that describes
 the files. All of it is original synthetic text written by the seeded probabilistic
 grammar below; nothing is copied from any dataset or book. The output depends only on the seed,
-so a second run rewrites byte-identical files.
+so a second run rewrites byte-identical files (`tests/test_sample_data.py` checks that it
+rewrites `gpt1/sample_data/` exactly).
 
 Regenerate from the repository root with::
 

@@ -58,7 +58,7 @@ def _renumbered(trained: Tokenizer) -> Tokenizer:
     return tokenizer
 
 
-class Gpt1Tokenizer:
+class GPT1Tokenizer:
     """A trained BPE with GPT-1's special tokens: cleaned text in, token ids out."""
 
     def __init__(self, tokenizer: Tokenizer) -> None:
@@ -71,7 +71,7 @@ class Gpt1Tokenizer:
         self.vocab_size = tokenizer.get_vocab_size(with_added_tokens=True)
 
     @classmethod
-    def load(cls, path: Path | str) -> Gpt1Tokenizer:
+    def load(cls, path: Path | str) -> GPT1Tokenizer:
         path = Path(path)
         if not path.is_file():
             raise FileNotFoundError(f"{path}: tokenizer not found")

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from tokenizers import normalizers, pre_tokenizers
 
-from gpt1.corpus.bpe import Gpt1Tokenizer
+from gpt1.corpus.bpe import GPT1Tokenizer
 from gpt1.corpus.documents import iter_text_arrays
 from gpt1.corpus.shards import ShardInfo, ShardWriter, token_dtype
 
@@ -34,7 +34,7 @@ class WordCachedEncoder:
     again by the tokenizer. Books repeat their words, so most words are a hash lookup.
     """
 
-    def __init__(self, tokenizer: Gpt1Tokenizer, dtype: np.dtype) -> None:
+    def __init__(self, tokenizer: GPT1Tokenizer, dtype: np.dtype) -> None:
         backend = tokenizer.backend
         if not (isinstance(backend.pre_tokenizer, pre_tokenizers.WhitespaceSplit)
                 and isinstance(backend.normalizer, normalizers.Lowercase | None)
@@ -113,7 +113,7 @@ def lopsided_split(splits: dict[str, SplitShards], val_every: int) -> str | None
             f"of {documents} documents: too few documents, or some far longer than the rest")
 
 
-def tokenize_corpus(corpus_dir: Path, tokenizer: Gpt1Tokenizer, out_dir: Path, *,
+def tokenize_corpus(corpus_dir: Path, tokenizer: GPT1Tokenizer, out_dir: Path, *,
                     val_every: int, shard_tokens: int) -> dict[str, SplitShards]:
     """Encode every document of the Parquet files in `corpus_dir`, in order, into
     `out_dir/{train,val}/NNNNN.arrow`; every `val_every`-th document (the first of each

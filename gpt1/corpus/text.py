@@ -10,7 +10,8 @@ import ftfy
 import numpy as np
 
 # The original code's alternation `(-+|~+|!+|...)`, written as "a run of one character of the
-# set": the same matches (each alternative was a run of one character), ~10x faster in `re`.
+# set": the same matches (each alternative was a run of one character), faster in `re`.
+# Measured: bench/results/findings.md ("Text cleaning: punctuation runs as one character class").
 _PUNCT_RUNS = re.compile(r"""(([-~!";?+,)(\\/*\[\]{}|_])\2*)""")
 # Cached spaCy results are dropped past this many distinct spans, bounding a worker's memory.
 _MAX_CACHED_SPANS = 1 << 19
@@ -21,8 +22,9 @@ _FTFY_ASCII_TRIGGERS = re.compile(r"[&\x00-\x08\x0b-\x1f\x7f]")
 
 def fix_text(text: str) -> str:
     """`ftfy.fix_text`, skipped where it provably returns its input: ASCII text without any of
-    the characters an ftfy fix acts on. Books are mostly such text, and ftfy was a fifth of
-    cleaning."""
+    the characters an ftfy fix acts on. Books are mostly such text, and ftfy a large share of
+    cleaning. Measured: bench/results/findings.md ("Text cleaning: ftfy skipped on plain
+    ASCII")."""
     if text.isascii() and not _FTFY_ASCII_TRIGGERS.search(text):
         return text
     return ftfy.fix_text(text)
@@ -32,7 +34,9 @@ def text_standardize(text: str) -> str:
     """The original GPT-1 code's `text_standardize`: unify dashes, space out punctuation runs,
     whitespace runs holding a newline become " \n ", other whitespace runs one space, ends
     stripped. Written with `split` and `join` in place of its `re.sub` calls, which spend most of
-    their time building each replacement in Python: the same output, about 4x faster."""
+    their time building each replacement in Python: the same output, faster.
+    Measured: bench/results/findings.md ("Text cleaning: text_standardize with split and
+    join")."""
     text = text.replace("\u2014", "-").replace("\u2013", "-").replace("\u2015", "-")  # dashes
     text = text.replace("\u2026", "...").replace("\u00b4", "'")  # ellipsis, acute accent
     parts = _PUNCT_RUNS.split(text)

@@ -1,9 +1,10 @@
 """Read each task's release files into its family's normalised table (`gpt1.downstream.families`).
 
 A registry entry names its reader (`tasks.<name>.reader` in `params.yaml`); the reader turns
-one release file (or, for RACE, one folder of articles) into the columns of the task's family;
-`read_split` concatenates a split's files into one table. Labels become indices into the task's
-`labels`; splits without labels (GLUE test files) get null labels.
+one release file (or, for RACE, one folder of articles) into the columns of the task's family
+(`TaskFamily.new_columns`); `read_task_split` concatenates a split's files into one table.
+Labels become indices into the task's `labels`; splits without labels (GLUE test files) get
+null labels.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import pyarrow as pa
 from sklearn.model_selection import train_test_split
 
 from gpt1.config import Family, TaskParams
-from gpt1.downstream.families import split_paths, task_schema
+from gpt1.downstream.families import family_of
 from gpt1.downstream.glue import (
     DataFormatError,
     parse_index,
@@ -34,7 +35,7 @@ from gpt1.downstream.glue import (
 log = logging.getLogger(__name__)
 
 # One file's rows, column by column, named as in the family's schema. `idx` is there only where
-# the file has its own index column; `read_split` numbers the other rows.
+# the file has its own index column; `read_task_split` numbers the other rows.
 Columns = dict[str, list[object]]
 ReadFile = Callable[[TaskParams, Path], Columns]
 
@@ -82,7 +83,7 @@ def _glue_tsv(texts: dict[str, str], label: str, index: str = "index",
         header, rows = read_tsv_with_header(path)
         text_at = {column: header.require(name) for column, name in texts.items()}
         label_at, index_at = header.find(label), header.find(index)
-        columns: Columns = {column: [] for column in [*texts, "label"]}
+        columns = family_of(task).new_columns()
         if index_at is not None:
             columns["idx"] = []
         index_lines: dict[int, int] = {}
@@ -118,7 +119,7 @@ def _read_cola(task: TaskParams, path: Path) -> Columns:
     Only the test file has a header (index, sentence), and no labels."""
     if _starts_with_header(path, "index"):
         return _read_single_sentence(task, path)
-    columns: Columns = {"text": [], "label": []}
+    columns = family_of(task).new_columns()
     for line, (_, label, _, sentence) in read_tsv(path, columns=4):
         where = f"{path}:{line}"
         columns["text"].append(_text(where, "sentence", sentence))
@@ -131,7 +132,7 @@ def _read_cola(task: TaskParams, path: Path) -> Columns:
 
 def _read_scitail(task: TaskParams, path: Path) -> Columns:
     """SciTail's `tsv_format`: premise, hypothesis, label (entails / neutral), no header."""
-    columns: Columns = {"premise": [], "hypothesis": [], "label": []}
+    columns = family_of(task).new_columns()
     for line, (premise, hypothesis, label) in read_tsv(path, columns=3):
         columns["premise"].append(premise)
         columns["hypothesis"].append(hypothesis)
@@ -150,7 +151,7 @@ def _read_nli_jsonl(task: TaskParams, path: Path) -> Columns:
     """SNLI / MultiNLI `.jsonl`: one JSON object a line with sentence1 (the premise), sentence2
     (the hypothesis) and gold_label. Pairs whose annotators reached no consensus (gold_label
     `-`) have no label and are dropped, as is standard."""
-    columns: Columns = {"premise": [], "hypothesis": [], "label": []}
+    columns = family_of(task).new_columns()
     dropped = 0
     with path.open(encoding="utf-8-sig") as fh, utf8_errors(path):
         for line, text in enumerate(fh, start=1):
@@ -187,7 +188,7 @@ def _read_story_cloze(task: TaskParams, path: Path) -> Columns:
     story_at = {name: header.require(name) for name in _STORY}
     endings_at = {name: header.require(name) for name in _ENDINGS}
     answer_at = header.find("AnswerRightEnding")
-    columns: Columns = {"context": [], "question": [], "choices": [], "label": []}
+    columns = family_of(task).new_columns()
     for line, fields in rows:
         where = f"{path}:{line}"
         story = [_text(where, name, fields[at]) for name, at in story_at.items()]
@@ -203,7 +204,7 @@ def _read_story_cloze(task: TaskParams, path: Path) -> Columns:
 _ANSWERS = "ABCD"
 
 
-def _race_article(path: Path) -> Columns:
+def _race_article(task: TaskParams, path: Path) -> Columns:
     """One RACE article file: JSON with the article and, item for item, its questions, their
     four options and the letters of the right ones. One row per question."""
     try:
@@ -218,7 +219,7 @@ def _race_article(path: Path) -> Columns:
         raise DataFormatError(f"{path}: keys 'questions', 'options' and 'answers' must be lists "
                               "of one length, not empty")
     questions, options, answers = items
-    columns: Columns = {"context": [], "question": [], "choices": [], "label": []}
+    columns = family_of(task).new_columns()
     for k, (question, choices, answer) in enumerate(zip(questions, options, answers,
                                                         strict=True)):
         if not isinstance(question, str):
@@ -238,9 +239,9 @@ def _read_race(task: TaskParams, path: Path) -> Columns:
     files = sorted(path.glob("*.txt")) if path.is_dir() else [path]
     if not files:
         raise FileNotFoundError(f"{path}: no RACE article files (*.txt) in the folder")
-    columns: Columns = {"context": [], "question": [], "choices": [], "label": []}
+    columns = family_of(task).new_columns()
     for file in files:
-        for column, values in _race_article(file).items():
+        for column, values in _race_article(task, file).items():
             columns[column].extend(values)
     return columns
 
@@ -296,6 +297,12 @@ def _reader(task: TaskParams) -> Reader:
     return reader
 
 
+def split_paths(task: TaskParams, split: str) -> list[str]:
+    """The file(s) of one split, relative to the data root."""
+    files = task.files[split]
+    return [files] if isinstance(files, str) else list(files)
+
+
 def _split_files(task: TaskParams, root: Path, split: str) -> list[Path]:
     if split not in task.files:
         raise ValueError(f"{task.title}: no {split!r} split in its files {sorted(task.files)}")
@@ -309,18 +316,19 @@ def missing_files(task: TaskParams, root: Path) -> list[Path]:
             if not path.exists()]
 
 
-def read_split(task: TaskParams, root: Path, split: str) -> pa.Table:
-    """One split of `task` (its files under the data root `root`, concatenated) in the table of
-    its family, `task_schema(task)`. `idx` is the file's own index where it has one, else the
-    row number across the split's files. Raises FileNotFoundError naming the missing files and
-    DataFormatError naming the file and line (or key) of bad content, or a file without rows."""
+def read_task_split(task: TaskParams, root: Path, split: str) -> pa.Table:
+    """One split of `task` (its release files under the data root `root`, concatenated) in the
+    table of its family, `TaskFamily.schema(task)`. `idx` is the file's own index where it has
+    one, else the row number across the split's files. Raises FileNotFoundError naming the
+    missing files and DataFormatError naming the file and line (or key) of bad content, or a
+    file without rows."""
     reader = _reader(task)
     paths = _split_files(task, root, split)
     missing = [str(path) for path in paths if not path.exists()]
     if missing:
         raise FileNotFoundError(f"{task.title}: {split} split expected at {', '.join(missing)}, "
                                 "not found")
-    schema = task_schema(task)
+    schema = family_of(task).schema(task)
     tables = [schema.empty_table()]  # so that a split of no files is an empty table
     start = 0
     for path in paths:

@@ -1,26 +1,23 @@
 """Task-aware input transformations (paper §3.3): a task's table -> token-id sequences.
 
-Each example becomes the sequences its family's model reads, special tokens around the text:
-
-- classification: `<start> text <classify>`
-- entailment: `<start> premise <delim> hypothesis <classify>`
-- similarity: both orders, `<start> a <delim> b <classify>` and `<start> b <delim> a <classify>`
-- multiple choice: per choice, `<start> context question <delim> answer <classify>`
+Each example becomes the sequences its family lays out (`gpt1.downstream.families`, `layouts`):
+its texts, cleaned and encoded like the corpus (`encode_texts`) and cut together to fit the
+context (`truncate_segments`), among the special tokens `<start>`, `<delim>` and `<classify>`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from itertools import product
 
-import numpy as np
 import pyarrow as pa
 
 from gpt1.config import TaskParams
-from gpt1.corpus.bpe import Gpt1Tokenizer
+from gpt1.corpus.bpe import CLASSIFY, DELIM, START, GPT1Tokenizer
 from gpt1.corpus.text import TextCleaner
+from gpt1.downstream.families import family_of
 
 
-def encode_texts(texts: list[str], tok: Gpt1Tokenizer, cleaner: TextCleaner) -> list[list[int]]:
+def encode_texts(texts: list[str], tok: GPT1Tokenizer, cleaner: TextCleaner) -> list[list[int]]:
     """Task text through the same cleaning and BPE as the pretraining corpus."""
     # contexts repeat (a RACE article has several questions): clean and encode each text once
     unique = list(dict.fromkeys(texts))
@@ -39,7 +36,7 @@ def truncate_segments(segments: list[list[int]], budget: int) -> list[list[int]]
     lengths = [len(s) for s in segments]
     if sum(lengths) <= budget:
         return [list(s) for s in segments]
-    cap = _cap(lengths, budget)
+    cap = _truncation_cap(lengths, budget)
     spare = budget - sum(min(n, cap) for n in lengths)
     out = []
     for seg in segments:
@@ -50,8 +47,8 @@ def truncate_segments(segments: list[list[int]], budget: int) -> list[list[int]]
     return out
 
 
-def _cap(lengths: list[int], budget: int) -> int:
-    """The largest c with sum(min(n, c)) <= budget."""
+def _truncation_cap(lengths: list[int], budget: int) -> int:
+    """The largest length c to cut the segments to that fits: sum(min(n, c)) <= budget."""
     lo, hi = 0, max(lengths)
     while lo < hi:
         mid = (lo + hi + 1) // 2
@@ -62,44 +59,38 @@ def _cap(lengths: list[int], budget: int) -> int:
     return lo
 
 
-def encode_examples(task: TaskParams, table: pa.Table, tok: Gpt1Tokenizer, cleaner: TextCleaner,
+def encode_examples(task: TaskParams, table: pa.Table, tok: GPT1Tokenizer, cleaner: TextCleaner,
                     n_ctx: int) -> list[list[list[int]]]:
-    """Every example's token sequences (1, 2 for similarity, one per choice), each <= `n_ctx`."""
-    def column(name: str) -> list[list[int]]:
-        return encode_texts(table.column(name).to_pylist(), tok, cleaner)
-
-    start, delim, clf = tok.start_id, tok.delim_id, tok.classify_id
-    if task.family == "classification":
-        return [[[start, *text, clf]] for (text,) in _fit(n_ctx - 2, column("text"))]
-    if task.family == "entailment":
-        return [[[start, *p, delim, *h, clf]]
-                for p, h in _fit(n_ctx - 3, column("premise"), column("hypothesis"))]
-    if task.family == "similarity":
-        # both orders from one truncation: the orders must hold the same tokens
-        return [[[start, *a, delim, *b, clf], [start, *b, delim, *a, clf]]
-                for a, b in _fit(n_ctx - 3, column("text_a"), column("text_b"))]
-    choices = table.column("choices").to_pylist()
-    answers = iter(encode_texts([c for cs in choices for c in cs], tok, cleaner))
+    """Every example's token sequences, each <= `n_ctx`, as the task's family lays them out
+    (`TaskFamily.layouts`): the example's texts, cut together to fit (`truncate_segments`),
+    among the special tokens. An example with a list of candidates is read once per candidate."""
+    family = family_of(task)
+    special = {START: tok.start_id, DELIM: tok.delim_id, CLASSIFY: tok.classify_id}
+    layouts = [layout.split() for layout in family.layouts]
+    budget = n_ctx - sum(word in special for word in layouts[0])
+    names = [column.name for column in family.columns]
+    is_list = [pa.types.is_list(table.column(name).type) for name in names]
+    columns = [_encode_column(table.column(name), tok, cleaner) for name in names]
     examples = []
-    for context, question, cs in zip(column("context"), column("question"), choices,
-                                     strict=True):
-        seqs = []
-        for _ in cs:
-            c, q, a = truncate_segments([context, question, next(answers)], n_ctx - 3)
-            seqs.append([start, *c, *q, delim, *a, clf])
-        examples.append(seqs)
+    for values in zip(*columns, strict=True):
+        sequences = []
+        # one reading of the example per candidate, the candidate in its list's place
+        for reading in product(*(v if many else [v] for v, many in zip(values, is_list,
+                                                                         strict=True))):
+            cut = dict(zip(names, truncate_segments(list(reading), budget), strict=True))
+            sequences.extend([token for word in layout
+                              for token in ([special[word]] if word in special else cut[word])]
+                             for layout in layouts)
+        examples.append(sequences)
     return examples
 
 
-def _fit(budget: int, *columns: list[list[int]]) -> Iterator[list[list[int]]]:
-    """Each example's segments (one per column), truncated to `budget` tokens together."""
-    for segments in zip(*columns, strict=True):
-        yield truncate_segments(list(segments), budget)
-
-
-def targets(task: TaskParams, table: pa.Table) -> np.ndarray:
-    """The `label` column: int64 class (or answer) indices, or float32 scores (regression)."""
-    labels = table.column("label")
-    if labels.null_count:
-        raise ValueError(f"{labels.null_count} of {len(labels)} examples have no label")
-    return labels.to_numpy().astype(np.float32 if task.regression else np.int64)
+def _encode_column(column: pa.ChunkedArray, tok: GPT1Tokenizer,
+                   cleaner: TextCleaner) -> list[list[int]] | list[list[list[int]]]:
+    """A column's texts encoded (`encode_texts`): per row the text's ids, or for a list column
+    the ids of each text of the row's list."""
+    values = column.to_pylist()
+    if not pa.types.is_list(column.type):
+        return encode_texts(values, tok, cleaner)
+    flat = iter(encode_texts([text for texts in values for text in texts], tok, cleaner))
+    return [[next(flat) for _ in texts] for texts in values]

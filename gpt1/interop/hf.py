@@ -20,14 +20,8 @@ from typing import Any
 import torch
 
 from gpt1.atomic import atomic_dir, check_replaceable
-from gpt1.model.transformer import (
-    GPT1,
-    GPT1Config,
-    load_model,
-    load_safetensors,
-    save_model,
-    save_safetensors,
-)
+from gpt1.model.registry import load_model, load_safetensors, save_model, save_safetensors
+from gpt1.model.transformer import GPT1, GPT1Config
 
 PREFIX = "transformer."
 LM_HEAD = "lm_head.weight"
@@ -188,6 +182,9 @@ def export_hf(model_dir: Path, out_dir: Path, force: bool = False) -> Path:
     """
     check_replaceable(out_dir, MODEL_DIR_FILES, force)
     model = load_model(model_dir)
+    if not isinstance(model, GPT1):
+        raise ValueError(f"{model_dir}: a {model.config.model_type} trunk; only gpt1 trunks have "
+                         "a HuggingFace openai-gpt counterpart")
     with atomic_dir(out_dir) as tmp:
         (tmp / "config.json").write_text(json.dumps(to_hf_config(model.config), indent=2) + "\n")
         save_safetensors(to_hf_state_dict(model), tmp / "model.safetensors")

@@ -23,10 +23,11 @@ import torch
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers
 
 from gpt1.atomic import atomic_dir, check_replaceable
-from gpt1.corpus.bpe import END_OF_WORD, SPECIAL_TOKENS, UNK, Gpt1Tokenizer
+from gpt1.corpus.bpe import END_OF_WORD, SPECIAL_TOKENS, UNK, GPT1Tokenizer
 from gpt1.corpus.text import text_standardize
 from gpt1.interop.hf import MODEL_DIR_FILES
-from gpt1.model.transformer import GPT1, GPT1Config, save_model
+from gpt1.model.registry import save_model
+from gpt1.model.transformer import GPT1, GPT1Config
 
 SHAPES_FILE = "params_shapes.json"
 ENCODER_FILE = "encoder_bpe_40000.json"
@@ -213,7 +214,7 @@ class OpenAITextEncoder:
     """The original `TextEncoder.encode` on raw text: ftfy, `text_standardize`, spaCy tokens
     (whitespace tokens included), lower-cased, then BPE, unknown pieces -> 0."""
 
-    def __init__(self, tokenizer: Gpt1Tokenizer) -> None:
+    def __init__(self, tokenizer: GPT1Tokenizer) -> None:
         self.tokenizer = tokenizer
 
     @cached_property
@@ -236,7 +237,7 @@ class OpenAITextEncoder:
 
 
 def load_release_tokenizer(release_dir: Path) -> OpenAITextEncoder:
-    return OpenAITextEncoder(Gpt1Tokenizer(release_tokenizer(release_dir)))
+    return OpenAITextEncoder(GPT1Tokenizer(release_tokenizer(release_dir)))
 
 
 def import_release(release_dir: Path, out_dir: Path, n_ctx: int = 512, n_head: int = 12,

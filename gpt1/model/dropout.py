@@ -1,7 +1,7 @@
 """Dropout whose masks are drawn by numpy's PCG64 on the CPU: the same Bernoulli masks and
-scaling as `F.dropout`, from a generator about 3x faster than torch's CPU generator (measured
-on 17.4M draws, one pretraining step's: 55 ms against 177 ms for `bernoulli_`, a tenth of the
-step). On other devices, torch's own dropout (Philox on CUDA) is already fast and is used.
+scaling as `F.dropout`, from a generator faster than torch's CPU generator. On other devices,
+torch's own dropout (Philox on CUDA) is already fast and is used.
+Measured: bench/results/findings.md ("Dropout: numpy's PCG64 against torch's bernoulli_").
 
 Each mask's seed is drawn from torch's generator, so `torch.manual_seed` and the RNG states a
 checkpoint saves still fix every mask.

@@ -1,4 +1,5 @@
-"""Model FLOPs utilisation: the training FLOPs a step needs against what the device can do."""
+"""The FLOP/s a device attains, which model FLOPs utilisation is measured against (a trunk's
+config counts the FLOPs a training token needs: `TrunkConfig.training_flops_per_token`)."""
 
 from __future__ import annotations
 
@@ -6,18 +7,6 @@ import math
 import time
 
 import torch
-
-from gpt1.model.transformer import GPT1Config
-
-
-def training_flops_per_token(cfg: GPT1Config) -> float:
-    """Forward + backward FLOPs per token (PaLM, appendix B): 6 per weight that multiplies
-    (every matrix and the tied LM head; the position table is a lookup) plus 12 per layer,
-    context position and width for attention's scores and weighted sums."""
-    d = cfg.n_embd
-    per_layer = 4 * d * d + 8 * d * d  # c_attn (3 d^2) + attn c_proj (d^2); MLP 2 x 4 d^2
-    matmul_weights = cfg.n_layer * per_layer + cfg.vocab_size * d
-    return 6.0 * matmul_weights + 12.0 * cfg.n_layer * cfg.n_ctx * d
 
 
 def measure_peak_flops(device: torch.device, dtype: torch.dtype, seconds: float = 0.5) -> float:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import torch
 
-from gpt1.model.transformer import GPT1
+from gpt1.model.trunk import Trunk
 
 
 @torch.no_grad()
-def sample(model: GPT1, prompt_ids: list[int], max_new_tokens: int, temperature: float = 1.0,
+def sample(model: Trunk, prompt_ids: list[int], max_new_tokens: int, temperature: float = 1.0,
            top_k: int | None = None, seed: int = 0) -> list[int]:
     """`max_new_tokens` ids continuing `prompt_ids`; temperature 0 picks the likeliest token.
 

@@ -8,23 +8,22 @@ import torch.nn.functional as F
 from torch import nn
 
 from gpt1.config import Family, FinetuneTrainParams, TaskParams
-from gpt1.downstream.families import n_outputs
+from gpt1.downstream.families import FAMILIES, family_of
 from gpt1.model.dropout import Dropout
-from gpt1.model.transformer import GPT1
+from gpt1.model.trunk import Trunk
 
 
 class TaskModel(nn.Module):
-    """The pretrained trunk, dropout, and a linear head on each sequence's last (`<classify>`)
-    state: per example, logits over labels, a score (regression: one output), or, for multiple
-    choice, one scalar per choice, the logits of a softmax over the choices. Similarity adds the
-    two orders' states element-wise before dropout and the head."""
+    """The pretrained trunk, dropout, and a linear head on the sequences' last (`<classify>`)
+    states, read as the task's family reads them (`TaskFamily.read_out`): per example, logits
+    over labels, a score (regression: one output), or, for multiple choice, one scalar per
+    choice, the logits of a softmax over the choices."""
 
-    def __init__(self, trunk: GPT1, family: Family, n_outputs: int, dropout: float,
+    def __init__(self, trunk: Trunk, family: Family, n_outputs: int, dropout: float,
                  seed: int) -> None:
         super().__init__()
-        if family == "multiple_choice" and n_outputs != 1:
-            raise ValueError(f"a multiple-choice head has 1 output per choice, not {n_outputs}")
-        self.family = family
+        self.family = FAMILIES[family]
+        self.family.check_outputs(n_outputs)
         self.trunk = trunk
         self.dropout = Dropout(dropout)
         self.head = nn.Linear(trunk.config.n_embd, n_outputs)
@@ -34,14 +33,16 @@ class TaskModel(nn.Module):
         nn.init.zeros_(self.head.bias)
 
     @classmethod
-    def for_task(cls, trunk: GPT1, task: TaskParams, cfg: FinetuneTrainParams) -> TaskModel:
+    def for_task(cls, trunk: Trunk, task: TaskParams, cfg: FinetuneTrainParams) -> TaskModel:
         """The head `task` needs, with the dropout and seed of its training knobs."""
-        return cls(trunk, task.family, n_outputs(task), cfg.clf_dropout, cfg.seed)
+        return cls(trunk, task.family, family_of(task).n_outputs(task), cfg.clf_dropout,
+                   cfg.seed)
 
     @property
     def regression(self) -> bool:
-        """A similarity score (STS-B), trained with MSE on the score itself."""
-        return self.family == "similarity" and self.head.out_features == 1
+        """A score (STS-B's similarity), trained with MSE on the score itself: the one output
+        of a family whose tasks may be scored."""
+        return self.family.scores and self.head.out_features == 1
 
     def forward(self, ids: torch.Tensor, lengths: torch.Tensor,
                 per_example: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -51,10 +52,8 @@ class TaskModel(nn.Module):
             raise ValueError(f"{ids.shape[0]} sequences are not examples of {per_example}")
         hidden = self.trunk(ids)
         last = hidden[torch.arange(ids.shape[0], device=ids.device), lengths - 1]
-        if self.family == "multiple_choice":
-            return self.head(self.dropout(last)).view(-1, per_example), hidden
-        summed = last.view(-1, per_example, last.shape[-1]).sum(dim=1)
-        return self.head(self.dropout(summed)), hidden
+        outputs = self.family.read_out(last, per_example, lambda x: self.head(self.dropout(x)))
+        return outputs, hidden
 
     def loss(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         """L2: cross-entropy over labels (or choices), or MSE on the score for regression."""

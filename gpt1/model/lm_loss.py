@@ -16,8 +16,9 @@ import torch.nn.functional as F
 
 # Rows per chunk: fewer than this and the matmuls run slower; 1,024 x 8,000 fp32 logits are 33 MB.
 CHUNK_ROWS = 1024
-# The head's rows are padded to a multiple of this for the logits' matmul: with GPT-1's odd
-# vocabularies (8,005 or 40,478 rows) it ran at 71 GFLOP/s on a CPU here, at 8,064 rows 102.
+# The head's rows are padded to a multiple of this for the logits' matmul, which runs slower at
+# GPT-1's odd vocabularies (8,005 or 40,478 rows).
+# Measured: bench/results/findings.md ("Loss head: vocabulary rows padded to a multiple of 64").
 PAD_ROWS = 64
 
 

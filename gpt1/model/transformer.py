@@ -9,21 +9,20 @@ residuals, and N(0, 0.02) initialisation. Parameter names follow HuggingFace's `
 
 from __future__ import annotations
 
-import json
-from dataclasses import asdict, dataclass
-from pathlib import Path
-from typing import get_type_hints
+from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from gpt1.model.dropout import Dropout, dropout
-from gpt1.model.lm_loss import linear_cross_entropy
+from gpt1.model.trunk import Trunk, TrunkConfig
 
 
 @dataclass(frozen=True)
-class GPT1Config:
+class GPT1Config(TrunkConfig):
+    model_type: ClassVar[str] = "gpt1"
     vocab_size: int
     n_ctx: int = 512
     n_embd: int = 768
@@ -35,33 +34,25 @@ class GPT1Config:
     layer_norm_epsilon: float = 1e-5
     initializer_range: float = 0.02
 
-    def save(self, path: Path) -> None:
-        path.write_text(json.dumps(asdict(self), indent=2) + "\n")
+    def check(self) -> str | None:
+        if self.n_embd % self.n_head:
+            return f"n_head={self.n_head} does not divide n_embd={self.n_embd}"
+        return None
 
-    @classmethod
-    def load(cls, path: Path) -> GPT1Config:
-        """Read a config written by `save`; ValueError names the file and the key at fault."""
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as err:
-            raise ValueError(f"{path}: not JSON ({err})") from None
-        if not isinstance(data, dict):
-            raise ValueError(f"{path}: expected a JSON object, found {type(data).__name__}")
-        types = get_type_hints(cls)
-        if missing := sorted(types.keys() - data.keys()):
-            raise ValueError(f"{path}: missing keys {missing}")
-        if unknown := sorted(data.keys() - types.keys()):
-            raise ValueError(f"{path}: unknown keys {unknown}")
-        for key, kind in types.items():
-            value, least = data[key], 1 if kind is int else 0
-            allowed = (int,) if kind is int else (int, float)  # type(), as a bool is no number
-            if type(value) not in allowed or value < least:
-                raise ValueError(f"{path}: {key}={value!r}, expected "
-                                 f"{'an integer' if kind is int else 'a number'} >= {least}")
-        if data["n_embd"] % data["n_head"]:
-            raise ValueError(f"{path}: n_head={data['n_head']} does not divide "
-                             f"n_embd={data['n_embd']}")
-        return cls(**{key: kind(data[key]) for key, kind in types.items()})
+    def parameter_count(self) -> int:
+        """Token and position tables, and per block the attention (4 d^2 + 4 d), the MLP
+        (8 d^2 + 5 d) and two LayerNorms (4 d). The LM head is the tied token table."""
+        d = self.n_embd
+        return (self.vocab_size + self.n_ctx) * d + self.n_layer * (12 * d * d + 13 * d)
+
+    def training_flops_per_token(self) -> float:
+        """PaLM's count (appendix B): 6 per weight that multiplies (every matrix and the tied LM
+        head; the position table is a lookup) plus 12 per layer, context position and width for
+        attention's scores and weighted sums."""
+        d = self.n_embd
+        per_layer = 4 * d * d + 8 * d * d  # c_attn (3 d^2) + attn c_proj (d^2); MLP 2 x 4 d^2
+        matmul_weights = self.n_layer * per_layer + self.vocab_size * d
+        return 6.0 * matmul_weights + 12.0 * self.n_layer * self.n_ctx * d
 
 
 def _causal_attention_with_dropout(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
@@ -124,12 +115,14 @@ class Block(nn.Module):
         return self.ln_2(n + self.mlp(n))
 
 
-class GPT1(nn.Module):
-    """The decoder trunk; `lm_logits` is the tied language-modelling head."""
+class GPT1(Trunk):
+    """The decoder trunk; its LM head is tied to the token embedding."""
+
+    config_class = GPT1Config
+    config: GPT1Config
 
     def __init__(self, cfg: GPT1Config) -> None:
-        super().__init__()
-        self.config = cfg
+        super().__init__(cfg)
         self.tokens_embed = nn.Embedding(cfg.vocab_size, cfg.n_embd)
         self.positions_embed = nn.Embedding(cfg.n_ctx, cfg.n_embd)
         self.drop = Dropout(cfg.embd_pdrop)
@@ -143,7 +136,6 @@ class GPT1(nn.Module):
             nn.init.zeros_(module.bias)
 
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
-        """Hidden states (B, T, n_embd) for token ids (B, T), T <= n_ctx."""
         t = input_ids.shape[1]
         if t > self.config.n_ctx:
             raise ValueError(f"sequence length {t} exceeds n_ctx {self.config.n_ctx}")
@@ -153,73 +145,6 @@ class GPT1(nn.Module):
             x = block(x)
         return x
 
-    def lm_logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        """Next-token logits through the LM head tied to the token embedding."""
-        return F.linear(hidden, self.tokens_embed.weight)
-
-    def lm_loss(self, input_ids: torch.Tensor, targets: torch.Tensor,
-                ignore_index: int = -100) -> torch.Tensor:
-        """Mean cross-entropy of predicting `targets` (B, T) from `input_ids` (B, T)."""
-        return self.lm_head_loss(self(input_ids), targets, ignore_index)
-
-    def lm_head_loss(self, hidden: torch.Tensor, targets: torch.Tensor,
-                     ignore_index: int = -100) -> torch.Tensor:
-        """Mean cross-entropy of `targets` (...) under `lm_logits(hidden)` (..., n_embd), computed
-        without the full logits (`gpt1.model.lm_loss`)."""
-        return linear_cross_entropy(hidden, self.tokens_embed.weight, targets, ignore_index)
-
-    def num_parameters(self) -> int:
-        return sum(p.numel() for p in self.parameters())
-
-
-def save_safetensors(tensors: dict[str, torch.Tensor], path: Path) -> None:
-    """Write `tensors` (moved to the CPU) as a safetensors file with the usual file mode.
-
-    The bytes are written here rather than by `safetensors.torch.save_file`, whose file is mode
-    0600: a model shared on a multi-user machine must be readable by the others.
-    """
-    from safetensors.torch import save
-
-    cpu = {k: v.detach().cpu().contiguous() for k, v in tensors.items()}
-    path.write_bytes(save(cpu, metadata={"format": "pt"}))
-
-
-def save_model(model: GPT1, out_dir: Path) -> None:
-    """`config.json` + `model.safetensors` (the tied LM head is the token embedding)."""
-    model.config.save(out_dir / "config.json")
-    save_safetensors(model.state_dict(), out_dir / "model.safetensors")
-
-
-def load_safetensors(path: Path, device: str = "cpu") -> dict[str, torch.Tensor]:
-    """The tensors of a safetensors file; ValueError, naming it, when it is cut short or garbled."""
-    from safetensors import SafetensorError
-    from safetensors.torch import load_file
-
-    try:
-        return load_file(str(path), device=device)
-    except SafetensorError as err:
-        raise ValueError(f"{path}: not a readable safetensors file ({err})") from None
-
-
-def load_model(model_dir: Path, map_location: str | torch.device = "cpu") -> GPT1:
-    """Rebuild a model saved by `save_model`; loading executes no code (safetensors + JSON)."""
-    config_path, weights_path = model_dir / "config.json", model_dir / "model.safetensors"
-    for path in (config_path, weights_path):
-        if not path.is_file():
-            raise FileNotFoundError(f"{path}: not found (run the pretrain stage first)")
-    model = GPT1(GPT1Config.load(config_path))
-    state = load_safetensors(weights_path, device=str(map_location))
-    expected = model.state_dict()
-    if state.keys() != expected.keys():
-        missing, extra = sorted(expected.keys() - state.keys()), sorted(state.keys() - expected)
-        hint = ("; a fine-tuned classifier keeps its trunk under 'trunk.'"
-                if any(key.startswith("trunk.") for key in extra) else "")
-        raise ValueError(f"{weights_path}: not the GPT-1 trunk {config_path.name} describes "
-                         f"({len(missing)} weights missing, e.g. {missing[:2]}; {len(extra)} "
-                         f"unexpected, e.g. {extra[:2]}){hint}")
-    for key, tensor in expected.items():
-        if state[key].shape != tensor.shape:
-            raise ValueError(f"{weights_path}: {key} has shape {tuple(state[key].shape)}, but "
-                             f"{config_path.name} makes it {tuple(tensor.shape)}")
-    model.load_state_dict(state)
-    return model
+    @property
+    def lm_head_weight(self) -> torch.Tensor:
+        return self.tokens_embed.weight

@@ -6,23 +6,25 @@ import re
 from importlib import resources
 from pathlib import Path
 
-import yaml
 from ruamel.yaml import YAML, YAMLError
 from ruamel.yaml.comments import CommentedSeq
 
 from gpt1.atomic import atomic_file
-from gpt1.config import ParamsError, parse_params, yaml_error
+from gpt1.config import ParamsError, parse_params, read_yaml, yaml_error, yaml_problem
 
 
 def available() -> list[str]:
+    """The names of the bundled presets (`gpt1/presets/<name>.yaml`)."""
     return sorted(p.name.removesuffix(".yaml") for p in resources.files("gpt1.presets").iterdir()
                   if p.name.endswith(".yaml"))
 
 
 def load_preset(name: str) -> dict:
+    """Preset `name`: the nested params keys it sets, with their values."""
     if name not in available():
         raise ParamsError(f"unknown preset {name!r}; available: {available()}")
-    return yaml.safe_load(resources.files("gpt1.presets").joinpath(f"{name}.yaml").read_text())
+    preset = resources.files("gpt1.presets").joinpath(f"{name}.yaml")
+    return read_yaml(preset.read_text(encoding="utf-8"))
 
 
 # Mappings whose keys are the user's to choose (a new task, a task's override); elsewhere a key
@@ -93,5 +95,8 @@ def parse_assignments(assignments: list[str]) -> dict:
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise ParamsError(f"expected KEY=VALUE (e.g. ingest.root=../shared/data), got {item!r}")
-        dotted[key] = yaml.safe_load(value)
+        try:
+            dotted[key] = read_yaml(value)
+        except YAMLError as err:
+            raise ParamsError(f"{key}: {value!r} is not valid YAML: {yaml_problem(err)}") from None
     return nest(dotted)

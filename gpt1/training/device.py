@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
+
+if TYPE_CHECKING:
+    from gpt1.training.distributed import Group
 
 
 def resolve_device(name: str) -> torch.device:
@@ -31,6 +36,24 @@ def resolve_dtype(precision: str, device: torch.device) -> torch.dtype:
         native = device.type == "cuda" or (device.type == "cpu" and cpu_has_native_bf16())
         return torch.bfloat16 if native else torch.float32
     return {"fp32": torch.float32, "bf16": torch.bfloat16}[precision]
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a run computes: the device, and the dtype autocast computes in there."""
+
+    device: torch.device
+    dtype: torch.dtype
+
+
+def placement(device_name: str, precision: str, group: Group | None = None) -> Placement:
+    """The device `device_name` resolves to (`group.device`: with several processes on CUDA,
+    each one's own GPU) and the dtype `precision` resolves to there, with the backends set up
+    for that device (`configure_backends`)."""
+    device = group.device(device_name) if group is not None else resolve_device(device_name)
+    dtype = resolve_dtype(precision, device)
+    configure_backends(device)
+    return Placement(device, dtype)
 
 
 def autocast(device: torch.device, dtype: torch.dtype) -> contextlib.AbstractContextManager:

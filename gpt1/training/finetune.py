@@ -14,24 +14,23 @@ import math
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 import torch
 
-from gpt1.config import Family, FinetuneTrainParams
+from gpt1.config import FinetuneTrainParams
 from gpt1.model.heads import TaskModel, lm_loss_on_text
 from gpt1.progress import StepProgress
-from gpt1.training.device import autocast, configure_backends, resolve_device, resolve_dtype
-from gpt1.training.divergence import DivergenceGuard
+from gpt1.training.device import autocast, placement
 from gpt1.training.optim import build_optimizer, build_scheduler
+from gpt1.training.step import TrainingState, TrainStep
 
 log = logging.getLogger(__name__)
 
-_SEQUENCES_PER_EXAMPLE: dict[Family, int] = {"classification": 1, "entailment": 1,
-                                             "similarity": 2}
-# batches per length-sorted chunk of a training epoch. Chunks of 50 batches trained worse on the
-# bundled SST-2 (dev accuracy 75.5 and 86.0 for seeds 1234 and 1235, against 89.0 and 91.0 with
-# 4, and 86.0 for random batches with seed 1234): batches must stay close to random samples.
+# batches per length-sorted chunk of a training epoch: few, as batches must stay close to random
+# samples (longer chunks trained worse)
+# measured: bench/results/findings.md ("Fine-tuning: batches per length-sorted chunk")
 BUCKET_BATCHES = 4
 
 
@@ -44,25 +43,14 @@ def pad_batch(seqs: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.T
     return ids, lengths
 
 
-def _per_example(family: Family, examples: list[list[list[int]]]) -> int:
-    """m, the number of sequences of every example, checked against the family."""
-    counts = sorted({len(e) for e in examples})
-    expected = _SEQUENCES_PER_EXAMPLE.get(family)
-    if len(counts) == 1 and counts[0] > 0 and expected in (None, counts[0]):
-        return counts[0]
-    if family == "multiple_choice":
-        raise ValueError("a multiple-choice task needs the same number of choices in every "
-                         f"example; these have {counts}")
-    raise ValueError(f"a {family} example is {expected} sequence(s); these have {counts}")
-
-
 def _flat(examples: list[list[list[int]]], idx: np.ndarray) -> list[list[int]]:
     return [seq for i in idx for seq in examples[i]]
 
 
-def _batches(order: np.ndarray, batch_size: int) -> Iterator[np.ndarray]:
-    for start in range(0, len(order), batch_size):
-        yield order[start:start + batch_size]
+def _consecutive_slices(order: np.ndarray, size: int) -> Iterator[np.ndarray]:
+    """`order` cut into consecutive slices of `size` (the last one may be shorter)."""
+    for start in range(0, len(order), size):
+        yield order[start:start + size]
 
 
 def example_lengths(examples: list[list[list[int]]]) -> np.ndarray:
@@ -81,8 +69,19 @@ def bucketed_batches(lengths: np.ndarray, batch_size: int, rng: np.random.Genera
     batches: list[np.ndarray] = []
     for start in range(0, len(order), chunk):
         part = order[start:start + chunk]
-        batches.extend(_batches(part[np.argsort(lengths[part], kind="stable")], batch_size))
+        batches.extend(_consecutive_slices(part[np.argsort(lengths[part], kind="stable")],
+                                           batch_size))
     return [batches[i] for i in rng.permutation(len(batches))]
+
+
+def _task_loss(model: TaskModel, ids: torch.Tensor, lengths: torch.Tensor, per_example: int,
+               targets: torch.Tensor, lm_coef: float) -> torch.Tensor:
+    """L2 + λ·L1 of a batch: the task loss, plus `lm_coef` times the LM loss over its text."""
+    outputs, hidden = model(ids, lengths, per_example)
+    loss = model.loss(outputs, targets.to(ids.device))
+    if lm_coef:
+        loss = loss + lm_coef * lm_loss_on_text(model, hidden, ids, lengths)
+    return loss
 
 
 @dataclass(frozen=True)
@@ -99,52 +98,38 @@ def finetune(model: TaskModel, examples: list[list[list[int]]], targets: np.ndar
     length-bucketed batches of `cfg.batch_size` examples (`bucketed_batches`); dropout and
     shuffling are seeded by `cfg.seed`. After each epoch,
     `on_epoch(epoch, model, the epoch's mean training loss)`."""
-    per_example = _per_example(model.family, examples)
+    per_example = model.family.sequences_per_example(examples)
     if len(targets) != len(examples):
         raise ValueError(f"{len(targets)} targets for {len(examples)} examples")
-    device = resolve_device(cfg.device)
-    dtype = resolve_dtype(cfg.precision, device)
-    configure_backends(device)
+    place = placement(cfg.device, cfg.precision)
     torch.manual_seed(cfg.seed)
     rng = np.random.default_rng(cfg.seed)
-    model.to(device).train()
+    model.to(place.device).train()
     widths = example_lengths(examples)
     steps_per_epoch = math.ceil(len(examples) / cfg.batch_size)
     total = steps_per_epoch * cfg.epochs
-    optimizer = build_optimizer(model, cfg.lr, cfg.weight_decay, device)
+    optimizer = build_optimizer(model, cfg.lr, cfg.weight_decay, place.device)
     scheduler = build_scheduler(optimizer, math.ceil(cfg.warmup_fraction * total), total,
                                 "linear")
+    state = TrainingState(model, optimizer, scheduler)
+    train_step = TrainStep(place, cfg.grad_clip, "finetune")
     targets_t = torch.as_tensor(targets, dtype=torch.float32 if model.regression else torch.long)
     started = time.perf_counter()
-    smoothed = math.nan
     step = 0
-    guard = DivergenceGuard("finetune")
     with StepProgress("finetune", total, max(1, steps_per_epoch // 5), log) as progress:
         for epoch in range(cfg.epochs):
             epoch_losses = []
             for idx in bucketed_batches(widths, cfg.batch_size, rng):
                 ids, lengths = pad_batch(_flat(examples, idx), pad_id)
-                ids, lengths = ids.to(device), lengths.to(device)
-                with autocast(device, dtype):
-                    outputs, hidden = model(ids, lengths, per_example)
-                    loss = model.loss(outputs, targets_t[idx].to(device))
-                    if cfg.lm_coef:
-                        loss = loss + cfg.lm_coef * lm_loss_on_text(model, hidden, ids, lengths)
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-                optimizer.step()
-                scheduler.step()
+                ids, lengths = ids.to(place.device), lengths.to(place.device)
                 step += 1
-                value = loss.item()
-                guard.check(step, value)
-                epoch_losses.append(value)
-                smoothed = value if math.isnan(smoothed) else 0.95 * smoothed + 0.05 * value
-                progress.update(step, loss=smoothed, epoch=epoch + 1)
+                epoch_losses.append(train_step(state, step, partial(
+                    _task_loss, model, ids, lengths, per_example, targets_t[idx], cfg.lm_coef)))
+                progress.update(step, loss=state.smoothed_loss, epoch=epoch + 1)
             if on_epoch is not None:
                 on_epoch(epoch + 1, model, float(np.mean(epoch_losses)))
                 model.train()
-    return FinetuneResult(steps=total, train_loss=smoothed,
+    return FinetuneResult(steps=total, train_loss=state.smoothed_loss,
                           seconds=time.perf_counter() - started)
 
 
@@ -157,13 +142,13 @@ def predict(model: TaskModel, examples: list[list[list[int]]], pad_id: int, batc
     device = torch.device(device)
     model.to(device).eval()
     if not examples:
-        width = 0 if model.family == "multiple_choice" else model.head.out_features
+        width = model.family.output_width(model.head.out_features, per_example=0)
         return np.zeros((0, width), np.float32)
-    per_example = _per_example(model.family, examples)
+    per_example = model.family.sequences_per_example(examples)
     # examples of similar length share a batch: less padding, and padding changes no output
     order = np.argsort(example_lengths(examples), kind="stable")
     out = []
-    for idx in _batches(order, batch_size):
+    for idx in _consecutive_slices(order, batch_size):
         ids, lengths = pad_batch(_flat(examples, idx), pad_id)
         with autocast(device, dtype):
             outputs, _ = model(ids.to(device), lengths.to(device), per_example)

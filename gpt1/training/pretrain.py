@@ -7,8 +7,10 @@ import logging
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -16,8 +18,8 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from gpt1.config import PretrainParams
-from gpt1.model.flops import measure_peak_flops, training_flops_per_token
-from gpt1.model.transformer import GPT1
+from gpt1.model.flops import measure_peak_flops
+from gpt1.model.trunk import Trunk
 from gpt1.progress import StepProgress
 from gpt1.training.checkpoint import (
     CheckpointStore,
@@ -26,10 +28,10 @@ from gpt1.training.checkpoint import (
     rng_state,
     set_rng_state,
 )
-from gpt1.training.device import autocast, configure_backends, resolve_dtype, to_device
+from gpt1.training.device import Placement, autocast, placement, to_device
 from gpt1.training.distributed import SINGLE, Group
-from gpt1.training.divergence import DivergenceGuard
 from gpt1.training.optim import build_optimizer, build_scheduler, lr_factor
+from gpt1.training.step import TrainingState, TrainStep
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +117,7 @@ class MetricsHistory:
 
 
 @torch.no_grad()
-def evaluate(model: GPT1, sampler: WindowSampler, batches: int, batch_size: int,
+def evaluate(model: Trunk, sampler: WindowSampler, batches: int, batch_size: int,
              device: torch.device, dtype: torch.dtype, group: Group = SINGLE) -> float:
     """Mean LM loss over the same `batches` validation batches every time it is called; with
     several processes each scores its rows of every batch and all return the same mean."""
@@ -136,7 +138,7 @@ class _LMLoss(nn.Module):
     """`model.lm_loss` as a module's forward: DDP synchronises the gradients of what runs through
     the forward of the module it wraps, and `torch.compile` then takes in the head and loss too."""
 
-    def __init__(self, model: GPT1) -> None:
+    def __init__(self, model: Trunk) -> None:
         super().__init__()
         self.model = model
 
@@ -144,7 +146,172 @@ class _LMLoss(nn.Module):
         return self.model.lm_loss(input_ids, targets)
 
 
-def pretrain(model: GPT1, train: list[np.ndarray], val: list[np.ndarray], cfg: PretrainParams,
+@dataclass
+class PretrainState(TrainingState):
+    """A pretraining run between two steps: all that its checkpoints hold (`save_checkpoint`)
+    and that resuming it restores (`restore`)."""
+
+    model: Trunk
+    step: int = 0  # steps done
+    seconds: float = 0.0  # training time over every session of the run
+    val_loss: float = math.nan  # the latest evaluation's (NaN before the first)
+    history: MetricsHistory = field(default_factory=MetricsHistory)
+
+
+def new_state(model: Trunk, cfg: PretrainParams, device: torch.device) -> PretrainState:
+    """Step 0 of a run: `model` on `device` in training mode, a fresh optimiser and schedule."""
+    model.to(device).train()
+    optimizer = build_optimizer(model, cfg.lr, cfg.weight_decay, device)
+    scheduler = build_scheduler(optimizer, cfg.warmup_steps, cfg.max_steps, cfg.schedule)
+    return PretrainState(model, optimizer, scheduler)
+
+
+def save_checkpoint(state: PretrainState, checkpoints: CheckpointStore,
+                    group: Group = SINGLE) -> Path:
+    """Rank 0 writes `state` as the checkpoint of its step, with every process's RNG state; all
+    return its path once it is on disk."""
+    rng = group.gather(rng_state())  # every process's dropout stream, for an exact resume
+    path = checkpoints.save(state.step, {
+        "model": state.model.state_dict(), "optimizer": state.optimizer.state_dict(),
+        "scheduler": state.scheduler.state_dict(), "rng": rng,
+        "seconds": state.seconds,
+        "smoothed_loss": state.smoothed_loss, "val_loss": state.val_loss,
+        "history": state.history.to_state(),
+    }) if group.is_main else None
+    return group.from_main(path)  # nobody goes on (or exits) before it is on disk
+
+
+def restore(state: PretrainState, checkpoint: dict[str, Any], cfg: PretrainParams,
+            group: Group = SINGLE) -> None:
+    """Continue `state` from `checkpoint` (`save_checkpoint`'s), this process's RNG included;
+    the rate of the next step is `cfg`'s schedule's, which differs from the checkpoint's only
+    when extending a shorter run."""
+    state.model.load_state_dict(checkpoint["model"])
+    state.optimizer.load_state_dict(checkpoint["optimizer"])
+    state.scheduler.load_state_dict(checkpoint["scheduler"])
+    rate = lr_factor(checkpoint["step"], cfg.warmup_steps, cfg.max_steps, cfg.schedule)
+    for param_group, base_lr in zip(state.optimizer.param_groups, state.scheduler.base_lrs,
+                                    strict=True):
+        param_group["lr"] = base_lr * rate
+    if len(checkpoint["rng"]) == group.world_size:
+        set_rng_state(checkpoint["rng"][group.rank])
+    else:
+        log.warning("resuming on %d processes from a checkpoint of %d: the dropout draws "
+                    "differ from an uninterrupted run's", group.world_size, len(checkpoint["rng"]))
+    state.step, state.seconds = checkpoint["step"], checkpoint["seconds"]
+    state.smoothed_loss, state.val_loss = checkpoint["smoothed_loss"], checkpoint["val_loss"]
+    state.history = MetricsHistory.from_state(checkpoint["history"])
+
+
+def _latest_checkpoint(checkpoints: CheckpointStore | None, extend: CheckpointStore | None,
+                       max_steps: int) -> dict[str, Any] | None:
+    """The newest checkpoint of this run, else (none at all) the newest of the run it extends."""
+    checkpoint = checkpoints.latest() if checkpoints is not None else None
+    if checkpoint is None and extend is not None:
+        checkpoint = extend.latest()
+        if checkpoint is not None:
+            log.warning("extending the run in %s from its step %d to max_steps %d (the "
+                        "learning rate follows the schedule of %d steps from there)",
+                        extend.directory, checkpoint["step"], max_steps, max_steps)
+    return checkpoint
+
+
+def resume(state: PretrainState, cfg: PretrainParams, group: Group,
+           checkpoints: CheckpointStore | None, extend: CheckpointStore | None,
+           report: MetricsCallback) -> None:
+    """Restore `state` from the newest checkpoint in `checkpoints`, or else in `extend`, and
+    replay its curves to `report`; with none, rank 0 clears `checkpoints` (a fresh run must not
+    leave a stale one newest). Every process must find the same step."""
+    checkpoint = _latest_checkpoint(checkpoints, extend, cfg.max_steps)
+    if checkpoint is not None:
+        restore(state, checkpoint, cfg, group)
+        state.history.replay(report)
+        log.info("resumed from the checkpoint of step %d", state.step)
+    steps = group.gather(state.step)  # also a barrier: all have read before rank 0 may clear
+    if len(set(steps)) > 1:
+        raise RuntimeError(f"the processes found checkpoints of different steps {steps}: "
+                           "they must all read one checkpoint folder")
+    if checkpoint is None and checkpoints is not None and group.is_main:
+        checkpoints.clear()
+
+
+def _step_loss(model: Trunk, device: torch.device, group: Group, compiled: bool) -> nn.Module:
+    """`model`'s LM loss as the steps run it: under DDP with several processes, and through
+    `torch.compile` if `compiled`. DDP broadcasts rank 0's weights when it wraps them: build it
+    after the checkpoint is loaded."""
+    step_loss: nn.Module = _LMLoss(model)
+    if group.parallel:
+        step_loss = DistributedDataParallel(
+            step_loss, device_ids=[device.index] if device.type == "cuda" else None)
+    if compiled:
+        step_loss = torch.compile(step_loss)
+    return step_loss
+
+
+@dataclass(frozen=True)
+class _Session:
+    """What stays fixed over the steps one process runs of a pretraining run."""
+
+    cfg: PretrainParams
+    group: Group
+    placement: Placement
+    train_windows: WindowSampler
+    val_windows: WindowSampler
+    step_loss: nn.Module  # `_step_loss`
+    report: MetricsCallback  # rank 0's `on_metrics`; elsewhere a no-op
+    checkpoints: CheckpointStore | None
+    tokens_per_step: int  # over all processes
+    flops_per_token: float
+    peak: float  # FLOP/s of all processes together
+
+
+def _shown(state: PretrainState, session: _Session, start: int,
+           seconds_before: float) -> dict[str, float]:
+    """The progress line's figures after the latest step; this session's throughput."""
+    tok_s = (state.step - start) * session.tokens_per_step / (state.seconds - seconds_before)
+    shown = {"loss": state.smoothed_loss, "tok_s": tok_s,
+             "mfu%": 100 * tok_s * session.flops_per_token / session.peak}
+    if not math.isnan(state.val_loss):
+        shown["val"] = state.val_loss
+    return shown
+
+
+def _train(state: PretrainState, session: _Session) -> None:
+    """Step `state` on to `max_steps`, reporting the curves, evaluating and checkpointing as
+    `cfg` says; StopRequested after the checkpoint of the step in which a SIGTERM or SIGINT came."""
+    cfg, group, device = session.cfg, session.group, session.placement.device
+    rows = group.rows(cfg.batch_size)
+    train_step = TrainStep(session.placement, cfg.grad_clip, "pretrain", group.mean)
+    start, seconds_before, started = state.step, state.seconds, time.perf_counter()
+    with (StopSignals() if session.checkpoints is not None else contextlib.nullcontext()) as stop, \
+            (StepProgress("pretrain", cfg.max_steps, cfg.log_every, log, start=start)
+             if group.is_main else contextlib.nullcontext()) as progress:
+        for index in range(start, cfg.max_steps):
+            x, y = session.train_windows.batch(index, cfg.batch_size)
+            x, y = to_device(x[rows], device), to_device(y[rows], device)
+            loss = train_step(state, index + 1, partial(session.step_loss, x, y))
+            state.step = index + 1
+            values = {"train/loss": loss, "lr": state.scheduler.get_last_lr()[0]}
+            if state.step % cfg.eval_every == 0 or state.step == cfg.max_steps:
+                state.val_loss = evaluate(state.model, session.val_windows, cfg.eval_batches,
+                                          cfg.batch_size, device, session.placement.dtype, group)
+                values["val/loss"] = state.val_loss
+            session.report(state.step, values)
+            state.history.record(state.step, values)
+            state.seconds = seconds_before + time.perf_counter() - started
+            if progress is not None:
+                progress.update(state.step, **_shown(state, session, start, seconds_before))
+
+            # a signal may reach some processes only: any one of them stops them all
+            signum = int(group.max(stop.requested or 0)) if stop is not None else 0
+            if session.checkpoints is not None and (state.step % cfg.checkpoint_every == 0
+                                                    or signum or state.step == cfg.max_steps):
+                path = save_checkpoint(state, session.checkpoints, group)
+                if signum and state.step < cfg.max_steps:
+                    raise StopRequested(signum, state.step, path)
+
+
+def pretrain(model: Trunk, train: list[np.ndarray], val: list[np.ndarray], cfg: PretrainParams,
              on_metrics: MetricsCallback | None = None,
              checkpoints: CheckpointStore | None = None,
              group: Group = SINGLE, extend: CheckpointStore | None = None) -> PretrainResult:
@@ -156,11 +323,11 @@ def pretrain(model: GPT1, train: list[np.ndarray], val: list[np.ndarray], cfg: P
     one on the CPU: the batches depend only on the step, and the RNG states are restored.
 
     With a `group` of several processes (torchrun, `gpt1.training.distributed.process_group`)
-    training is
-    data-parallel: `cfg.batch_size` is the global batch, each process computes its rows of the
-    same batch, and DDP averages the gradients, so the run follows the one-process trajectory
-    (to rounding; dropout draws differ). Only rank 0 calls `on_metrics`, shows progress and
-    writes checkpoints; every process reads them to resume, and all stop at the same step.
+    training is data-parallel: `cfg.batch_size` is the global batch, each process computes its
+    rows of the same batch, and DDP averages the gradients, so the run follows the one-process
+    trajectory (to rounding; dropout draws differ). Only rank 0 calls `on_metrics`, shows
+    progress and writes checkpoints; every process reads them to resume, and all stop at the same
+    step.
 
     With `extend` (the checkpoints of a run whose settings differ only in a smaller
     `max_steps`) and none of its own, the run continues from that run's newest checkpoint
@@ -172,126 +339,30 @@ def pretrain(model: GPT1, train: list[np.ndarray], val: list[np.ndarray], cfg: P
     if cfg.batch_size % group.world_size:
         raise ValueError(f"pretrain.batch_size ({cfg.batch_size}) is the global batch: it must "
                          f"be divisible by the number of processes ({group.world_size})")
-    device = group.device(cfg.device)
-    dtype = resolve_dtype(cfg.precision, device)
-    configure_backends(device)
+    place = placement(cfg.device, cfg.precision, group)
     torch.manual_seed(cfg.seed + group.rank)  # each process draws its own dropout masks
     n_ctx = model.config.n_ctx
-    tokens_per_step = cfg.batch_size * n_ctx  # over all processes
-    rows = group.rows(cfg.batch_size)
-    train_sampler = WindowSampler(train, n_ctx, cfg.seed, "train")
-    val_sampler = WindowSampler(val, n_ctx, cfg.seed + 1, "val")
-    model.to(device).train()
-    optimizer = build_optimizer(model, cfg.lr, cfg.weight_decay, device)
-    scheduler = build_scheduler(optimizer, cfg.warmup_steps, cfg.max_steps, cfg.schedule)
+    train_windows = WindowSampler(train, n_ctx, cfg.seed, "train")
+    val_windows = WindowSampler(val, n_ctx, cfg.seed + 1, "val")
+    state = new_state(model, cfg, place.device)
     report = (on_metrics if on_metrics is not None and group.is_main
               else lambda step, values: None)
     peak = (cfg.peak_tflops * 1e12 if cfg.peak_tflops is not None
-            else measure_peak_flops(device, dtype)) * group.world_size
-    flops_per_token = training_flops_per_token(model.config)
+            else measure_peak_flops(place.device, place.dtype)) * group.world_size
     log.info("pretraining %.2fM parameters on %d x %s (%s) for %d steps of %d x %d tokens; "
-             "peak %.3g TFLOP/s (%s)", model.num_parameters() / 1e6, group.world_size, device,
-             str(dtype).removeprefix("torch."), cfg.max_steps, cfg.batch_size, n_ctx, peak / 1e12,
+             "peak %.3g TFLOP/s (%s)", model.num_parameters() / 1e6, group.world_size,
+             place.device, str(place.dtype).removeprefix("torch."), cfg.max_steps,
+             cfg.batch_size, n_ctx, peak / 1e12,
              "configured" if cfg.peak_tflops is not None else "measured")
-
-    history = MetricsHistory()
-    start, seconds, smoothed, val_loss = 0, 0.0, math.nan, math.nan
-    state = checkpoints.latest() if checkpoints is not None else None
-    if state is None and extend is not None:
-        state = extend.latest()
-        if state is not None:
-            log.warning("extending the run in %s from its step %d to max_steps %d (the "
-                        "learning rate follows the schedule of %d steps from there)",
-                        extend.directory, state["step"], cfg.max_steps, cfg.max_steps)
-    if state is not None:
-        model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        scheduler.load_state_dict(state["scheduler"])
-        # this run's schedule sets the rate of the next step (a no-op unless extending)
-        for param_group, base_lr in zip(optimizer.param_groups, scheduler.base_lrs, strict=True):
-            param_group["lr"] = base_lr * lr_factor(state["step"], cfg.warmup_steps,
-                                                    cfg.max_steps, cfg.schedule)
-        if len(state["rng"]) == group.world_size:
-            set_rng_state(state["rng"][group.rank])
-        else:
-            log.warning("resuming on %d processes from a checkpoint of %d: the dropout draws "
-                        "differ from an uninterrupted run's", group.world_size, len(state["rng"]))
-        start, seconds = state["step"], state["seconds"]
-        smoothed, val_loss = state["smoothed_loss"], state["val_loss"]
-        history = MetricsHistory.from_state(state["history"])
-        history.replay(report)
-        log.info("resumed from the checkpoint of step %d", start)
-    starts = group.gather(start)  # also a barrier: all have read before rank 0 may clear
-    if len(set(starts)) > 1:
-        raise RuntimeError(f"the processes found checkpoints of different steps {starts}: "
-                           "they must all read one checkpoint folder")
-    if state is None and checkpoints is not None and group.is_main:
-        checkpoints.clear()
-
-    def save_checkpoint(step: int) -> Path:
-        assert checkpoints is not None
-        rng = group.gather(rng_state())  # every process's dropout stream, for an exact resume
-        path = checkpoints.save(step, {
-            "model": model.state_dict(), "optimizer": optimizer.state_dict(),
-            "scheduler": scheduler.state_dict(), "rng": rng,
-            "seconds": seconds,
-            "smoothed_loss": smoothed, "val_loss": val_loss, "history": history.to_state(),
-        }) if group.is_main else None
-        return group.from_main(path)  # nobody goes on (or exits) before it is on disk
-
-    # DDP broadcasts rank 0's weights when it wraps them: built after the checkpoint is loaded
-    step_loss: nn.Module = _LMLoss(model)
-    if group.parallel:
-        step_loss = DistributedDataParallel(
-            step_loss, device_ids=[device.index] if device.type == "cuda" else None)
-    if cfg.compile:
-        step_loss = torch.compile(step_loss)
-
-    seconds_before, started = seconds, time.perf_counter()
-    guard = DivergenceGuard("pretrain")
-    with (StopSignals() if checkpoints is not None else contextlib.nullcontext()) as stop, \
-            (StepProgress("pretrain", cfg.max_steps, cfg.log_every, log, start=start)
-             if group.is_main else contextlib.nullcontext()) as progress:
-        for step in range(start, cfg.max_steps):
-            x, y = train_sampler.batch(step, cfg.batch_size)
-            x, y = to_device(x[rows], device), to_device(y[rows], device)
-            with autocast(device, dtype):
-                loss = step_loss(x, y)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-            optimizer.step()
-            scheduler.step()
-
-            loss_value = group.mean(loss.item())
-            guard.check(step + 1, loss_value)
-            smoothed = loss_value if math.isnan(smoothed) else 0.9 * smoothed + 0.1 * loss_value
-            done = step + 1
-            values = {"train/loss": loss_value, "lr": scheduler.get_last_lr()[0]}
-            if done % cfg.eval_every == 0 or done == cfg.max_steps:
-                val_loss = evaluate(model, val_sampler, cfg.eval_batches, cfg.batch_size, device,
-                                    dtype, group)
-                values["val/loss"] = val_loss
-            report(done, values)
-            history.record(done, values)
-            seconds = seconds_before + time.perf_counter() - started
-            if progress is not None:
-                tok_s = (done - start) * tokens_per_step / (seconds - seconds_before)
-                shown = {"loss": smoothed, "tok_s": tok_s,
-                         "mfu%": 100 * tok_s * flops_per_token / peak}
-                if not math.isnan(val_loss):
-                    shown["val"] = val_loss
-                progress.update(done, **shown)
-
-            # a signal may reach some processes only: any one of them stops them all
-            signum = int(group.max(stop.requested or 0)) if stop is not None else 0
-            if checkpoints is not None and (done % cfg.checkpoint_every == 0 or signum
-                                            or done == cfg.max_steps):
-                path = save_checkpoint(done)
-                if signum and done < cfg.max_steps:
-                    raise StopRequested(signum, done, path)
-
-    tokens = cfg.max_steps * tokens_per_step
-    return PretrainResult(steps=cfg.max_steps, train_loss=smoothed, val_loss=val_loss,
-                          tokens=tokens, seconds=seconds,
-                          mfu=tokens / seconds * flops_per_token / peak, resumed_from=start)
+    resume(state, cfg, group, checkpoints, extend, report)
+    start = state.step
+    session = _Session(cfg, group, place, train_windows, val_windows,
+                       _step_loss(model, place.device, group, cfg.compile), report, checkpoints,
+                       tokens_per_step=cfg.batch_size * n_ctx,
+                       flops_per_token=model.config.training_flops_per_token(), peak=peak)
+    _train(state, session)
+    tokens = cfg.max_steps * session.tokens_per_step
+    return PretrainResult(steps=cfg.max_steps, train_loss=state.smoothed_loss,
+                          val_loss=state.val_loss, tokens=tokens, seconds=state.seconds,
+                          mfu=tokens / state.seconds * session.flops_per_token / session.peak,
+                          resumed_from=start)

@@ -19,20 +19,13 @@ FP32 = 4
 TRAINING_BYTES_PER_PARAMETER = 4 * FP32
 
 
-def parameter_count(cfg: GPT1Config) -> int:
-    """GPT-1's parameters: token and position tables, and per block the attention (4 d^2 + 4 d),
-    the MLP (8 d^2 + 5 d) and two LayerNorms (4 d). The LM head is the tied token table."""
-    d = cfg.n_embd
-    return (cfg.vocab_size + cfg.n_ctx) * d + cfg.n_layer * (12 * d * d + 13 * d)
-
-
 def training_bytes(cfg: GPT1Config, batch_size: int) -> int:
     """A lower bound of the memory a training step takes: the weights with their gradients and
     optimiser state, one activation per block kept for the backward pass, and one block's
     attention weights."""
     activations = batch_size * cfg.n_ctx * cfg.n_embd * FP32 * cfg.n_layer
     attention = batch_size * cfg.n_head * cfg.n_ctx * cfg.n_ctx * FP32
-    return TRAINING_BYTES_PER_PARAMETER * parameter_count(cfg) + activations + attention
+    return TRAINING_BYTES_PER_PARAMETER * cfg.parameter_count() + activations + attention
 
 
 def available_memory(device: torch.device) -> int:
@@ -46,7 +39,7 @@ def check_memory(cfg: GPT1Config, batch_size: int, device: torch.device, knobs: 
     need, have = training_bytes(cfg, batch_size), available_memory(device)
     if need > have:
         raise ValueError(f"{knobs}: training needs at least {need / GB:.1f} GB "
-                         f"({parameter_count(cfg) / 1e6:.1f}M parameters, n_ctx {cfg.n_ctx}), "
+                         f"({cfg.parameter_count() / 1e6:.1f}M parameters, n_ctx {cfg.n_ctx}), "
                          f"more than the {have / GB:.1f} GB free on {device}")
 
 
