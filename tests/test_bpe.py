@@ -3,6 +3,8 @@ last."""
 
 from __future__ import annotations
 
+import itertools
+import json
 import random
 from pathlib import Path
 
@@ -97,19 +99,40 @@ def test_special_tokens_are_atomic_in_text(tok: GPT1Tokenizer) -> None:
 
 
 def test_training_is_deterministic(tokenizer: Tokenizer) -> None:
-    """Same texts, same settings -> the same ids (else `dvc repro` of bpe is not reproducible).
-
-    BUG (gpt1/corpus/bpe.py, train_bpe): the learned tokens and merges are the same every time, but
-    the
-    ids of the word-final single characters (`x</w>`, ...) come out in a different order on each
-    call, so tokenizer.json, the token shards and everything downstream change between runs.
-    """
+    """Same texts, same settings -> the same ids (else `dvc repro` of bpe is not reproducible)."""
     runs = [tokenizer] + [train_bpe(synthetic_corpus(), vocab_size=VOCAB, min_frequency=2)
                           for _ in range(2)]
     assert all(sorted(r.get_vocab()) == sorted(tokenizer.get_vocab()) for r in runs)
     moved = {t: [r.token_to_id(t) for r in runs] for t in tokenizer.get_vocab()
              if len({r.token_to_id(t) for r in runs}) > 1}
     assert not moved, f"train_bpe gave tokens different ids on identical input: {moved}"
+
+
+def test_equally_frequent_merges_come_in_one_order() -> None:
+    """Every pair of these words is as frequent as every other, and only 13 merges fit: which
+    come first is the trainer's tie-break. `tokenizers` breaks ties by its symbols' numbers,
+    and numbers word-final characters in hash-map order, which changes from run to run: five
+    runs gave five different vocabularies before word ends were trained as characters."""
+    words = ["".join(pair) for pair in itertools.product("abcdefgh", repeat=2)]
+    runs = [train_bpe([" ".join(words)] * 2, vocab_size=30, min_frequency=2).to_str()
+            for _ in range(5)]
+    assert len(set(runs)) == 1
+    merges = json.loads(runs[0])["model"]["merges"]
+    assert len(merges) == 30 - 1 - 16  # <unk>, a..h and a</w>..h</w>
+    assert merges[0] == ["a", "a</w>"]  # ties go to the characters first in code-point order
+
+
+def test_a_character_that_only_ends_words_is_in_the_alphabet() -> None:
+    """`,` is only ever a word of its own here, so only `,</w>` is seen; a text may still hold
+    it inside a word, and GPT-1's vocabulary has every character both ways."""
+    tok = GPT1Tokenizer(train_bpe(["x , y , z"] * 3, vocab_size=40, min_frequency=2))
+    assert {",", ",</w>"} <= tok.backend.get_vocab().keys()
+    assert tok.unk_id not in tok.encode("x,y")
+
+
+def test_private_use_characters_of_word_ends_are_refused() -> None:
+    with pytest.raises(ValueError, match=r"U\+100000, a private-use character"):
+        train_bpe(["a \U00100000b"], vocab_size=40, min_frequency=1)
 
 
 def test_save_and_load(tokenizer: Tokenizer, tok: GPT1Tokenizer, tmp_path: Path) -> None:

@@ -15,46 +15,89 @@ SPECIAL_TOKENS = (START, DELIM, CLASSIFY, PAD)
 END_OF_WORD = "</w>"
 
 
+# Word-final characters are trained as characters of their own, from Unicode's Supplementary
+# Private Use Area-B, rather than through the trainer's `end_of_word_suffix`: the trainer numbers
+# suffixed characters in hash-map order, which changes from run to run, and breaks ties between
+# equally frequent merges by those numbers (huggingface/tokenizers#1794), so the merges came out
+# in a different order on each run. Characters it reads from the text are numbered in code-point
+# order: these, numbered in the order the corpus first ends a word with each, keep it fixed.
+_FINAL_MARKS = 0x100000  # the first of Area-B's 65,534 code points
+
+
+class _WordEnds:
+    """Marks each word's last character with its private-use stand-in, and maps them back."""
+
+    def __init__(self) -> None:
+        self.marks: dict[str, str] = {}
+        self.originals: dict[str, str] = {}
+        self._normalizer = normalizers.Lowercase()
+        self._pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+
+    def _mark(self, char: str) -> str:
+        if char not in self.marks:
+            if len(self.marks) == 65_534:
+                raise ValueError("more than 65,534 distinct word-final characters")
+            self.marks[char] = mark = chr(_FINAL_MARKS + len(self.marks))
+            self.originals[mark] = char
+        return self.marks[char]
+
+    def __call__(self, text: str) -> str:
+        """`text` lower-cased and split as the tokenizer does, each word's last character
+        marked."""
+        if text and max(text) >= chr(_FINAL_MARKS):
+            raise ValueError(f"a document holds U+{ord(max(text)):X}, a private-use character "
+                             "BPE training reserves for word ends")
+        words = self._pre_tokenizer.pre_tokenize_str(self._normalizer.normalize_str(text))
+        return " ".join(word[:-1] + self._mark(word[-1]) for word, _ in words)
+
+    def unmarked(self, token: str) -> str:
+        """A trained token as the tokenizer spells it: a marked character is itself + `</w>`."""
+        return "".join(self.originals[c] + END_OF_WORD if c in self.originals else c
+                       for c in token)
+
+
 def train_bpe(texts: Iterable[str], vocab_size: int, min_frequency: int,
               length: int | None = None, show_progress: bool = False) -> Tokenizer:
     """Learn a BPE vocabulary of `vocab_size` entries (`<unk>` = 0) and append the special tokens.
 
-    `texts` are cleaned documents: spaCy tokens separated by spaces.
+    `texts` are cleaned documents: spaCy tokens separated by spaces. The same texts and settings
+    give the same merges, in the same order, and the same ids on every run.
     """
-    tokenizer = Tokenizer(models.BPE(unk_token=UNK, end_of_word_suffix=END_OF_WORD))
-    tokenizer.normalizer = normalizers.Lowercase()
-    tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    tokenizer.decoder = decoders.BPEDecoder(suffix=END_OF_WORD)
+    ends = _WordEnds()
+    trainee = Tokenizer(models.BPE(unk_token=UNK))
+    trainee.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=min_frequency,
-                                  special_tokens=[UNK], end_of_word_suffix=END_OF_WORD,
-                                  show_progress=show_progress)
-    tokenizer.train_from_iterator(texts, trainer=trainer, length=length)
-    tokenizer = _renumbered(tokenizer)
+                                  special_tokens=[UNK], show_progress=show_progress)
+    trainee.train_from_iterator(map(ends, texts), trainer=trainer, length=length)
+    model = json.loads(trainee.to_str())["model"]
+    merges = [(ends.unmarked(a), ends.unmarked(b)) for a, b in
+              (m.split(" ", 1) if isinstance(m, str) else m for m in model["merges"])]
+    merged = {a + b for a, b in merges}
+    # every character is in the alphabet, as it is to a trainer given `end_of_word_suffix`, even
+    # one that only ever ends a word (`,`): a text may hold it elsewhere
+    alphabet = {ends.unmarked(tok) for tok in model["vocab"]} - merged | ends.marks.keys()
+    tokenizer = _canonical(alphabet, merges, vocab_size)
     tokenizer.add_special_tokens(list(SPECIAL_TOKENS))
     return tokenizer
 
 
-def _renumbered(trained: Tokenizer) -> Tokenizer:
-    """The same BPE with ids in a canonical order, GPT-1's: `<unk>`, single characters, single
-    characters + `</w>`, then each merge's result in merge order.
-
-    `tokenizers` numbers the `</w>` characters in hash-map order, which changes from process to
-    process (huggingface/tokenizers#1794), so without this two identical runs write different ids.
-    """
-    model = json.loads(trained.to_str())["model"]
-    merges = [tuple(m.split(" ", 1)) if isinstance(m, str) else tuple(m) for m in model["merges"]]
-    merged = [a + b for a, b in merges]
-    merged_set = set(merged)
-    base = sorted((tok for tok in model["vocab"] if tok != UNK and tok not in merged_set),
-                  key=lambda tok: (tok.endswith(END_OF_WORD), tok))
-    vocab: dict[str, int] = {}
-    for tok in [UNK, *base, *merged]:
-        vocab.setdefault(tok, len(vocab))
-    tokenizer = Tokenizer(models.BPE(vocab=vocab, merges=merges, unk_token=UNK,
+def _canonical(alphabet: set[str], merges: list[tuple[str, str]], vocab_size: int) -> Tokenizer:
+    """GPT-1's tokenizer of `alphabet` (with `<unk>`) and as many of the `merges` as
+    `vocab_size` leaves room for, ids in GPT-1's order: `<unk>`, single characters, single
+    characters + `</w>`, then each merge's result in merge order."""
+    base = sorted(alphabet - {UNK}, key=lambda tok: (tok.endswith(END_OF_WORD), tok))
+    vocab = {tok: i for i, tok in enumerate([UNK, *base])}
+    kept = []
+    for a, b in merges:
+        if len(vocab) >= vocab_size:
+            break
+        kept.append((a, b))
+        vocab.setdefault(a + b, len(vocab))
+    tokenizer = Tokenizer(models.BPE(vocab=vocab, merges=kept, unk_token=UNK,
                                      end_of_word_suffix=END_OF_WORD))
-    tokenizer.normalizer = trained.normalizer
-    tokenizer.pre_tokenizer = trained.pre_tokenizer
-    tokenizer.decoder = trained.decoder
+    tokenizer.normalizer = normalizers.Lowercase()
+    tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tokenizer.decoder = decoders.BPEDecoder(suffix=END_OF_WORD)
     return tokenizer
 
 
