@@ -14,7 +14,9 @@ import torch.nn.functional as F
 import gpt1.training.finetune
 from gpt1.config import Family, FinetuneTrainParams, TaskParams
 from gpt1.model.heads import TaskModel, lm_loss_on_text
+from gpt1.model.lstm import LSTM, LSTMConfig
 from gpt1.model.transformer import GPT1, GPT1Config
+from gpt1.model.trunk import Trunk
 from gpt1.training.finetune import (
     FinetuneResult,
     bucketed_batches,
@@ -32,11 +34,15 @@ Examples = list[list[list[int]]]
 
 
 def task_model(family: Family = "classification", outputs: int = 2, dropout: float = 0.0,
-               seed: int = 0) -> TaskModel:
+               seed: int = 0, trunk: str = "gpt1") -> TaskModel:
+    """A head on a small GPT-1, or on the paper's recurrent control (`trunk="lstm"`)."""
     torch.manual_seed(seed)
-    trunk = GPT1(GPT1Config(vocab_size=V, n_ctx=CTX, n_embd=32, n_layer=2, n_head=2,
-                            embd_pdrop=dropout, attn_pdrop=dropout, resid_pdrop=dropout))
-    return TaskModel(trunk, family, outputs, dropout, seed)
+    body: Trunk = (GPT1(GPT1Config(vocab_size=V, n_ctx=CTX, n_embd=32, n_layer=2, n_head=2,
+                                   embd_pdrop=dropout, attn_pdrop=dropout, resid_pdrop=dropout))
+                   if trunk == "gpt1" else
+                   LSTM(LSTMConfig(vocab_size=V, n_ctx=CTX, n_embd=32, embd_pdrop=dropout,
+                                   resid_pdrop=dropout)))
+    return TaskModel(body, family, outputs, dropout, seed)
 
 
 def seq(*segments: list[int]) -> list[int]:
@@ -273,12 +279,13 @@ def _quality(name: str, outputs: np.ndarray, target: np.ndarray) -> float:
     return float((outputs.argmax(axis=1) == target).mean())
 
 
+@pytest.mark.parametrize("trunk", ["gpt1", "lstm"])
 @pytest.mark.parametrize("name", TOYS)
-def test_each_family_learns_its_toy_task(name: str) -> None:
+def test_each_family_learns_its_toy_task(name: str, trunk: str) -> None:
     family, outputs, make = TOYS[name]
     train, train_targets = make(192, 0)
     dev, dev_targets = make(100, 1)
-    model = task_model(family, outputs, dropout=0.1)
+    model = task_model(family, outputs, dropout=0.1, trunk=trunk)
     before = _quality(name, predict(model, dev, PAD, batch_size=32), dev_targets)
     epochs_seen: list[int] = []
     epoch_losses: list[float] = []
@@ -301,10 +308,11 @@ def test_each_family_learns_its_toy_task(name: str) -> None:
     assert not model.training  # predict leaves it in eval mode
 
 
+@pytest.mark.parametrize("trunk", ["gpt1", "lstm"])
 @pytest.mark.parametrize("name", TOYS)
-def test_outputs_do_not_depend_on_the_batch_padding(name: str) -> None:
+def test_outputs_do_not_depend_on_the_batch_padding(name: str, trunk: str) -> None:
     family, outputs, make = TOYS[name]
-    model = task_model(family, outputs)
+    model = task_model(family, outputs, trunk=trunk)
     examples, _ = make(12, seed=4)
     together = predict(model, examples, PAD, batch_size=12)
     alone = np.concatenate([predict(model, [e], PAD, batch_size=1) for e in examples])

@@ -8,11 +8,13 @@ from pathlib import Path
 
 import torch
 
+from gpt1.model.lstm import LSTM
 from gpt1.model.transformer import GPT1
 from gpt1.model.trunk import Trunk, TrunkConfig
 
 TRUNKS: dict[str, type[Trunk]] = {
     "gpt1": GPT1,
+    "lstm": LSTM,
 }
 # the type of a config.json written before trunks were told apart: they were all GPT-1
 UNTYPED_MODEL_TYPE = "gpt1"
