@@ -1,0 +1,95 @@
+"""The paper's zero-shot heuristics (§5, Figure 2 right): tasks answered by the pretrained
+language model alone, before any fine-tuning, to see what pretraining taught it.
+
+- SST-2: append "very" and compare the probabilities the LM gives the words "positive" and
+  "negative" next;
+- CoLA: a sentence's average token log-probability, thresholded (the threshold chosen on train);
+- multiple choice (Story Cloze, RACE): the answer with the highest average token log-probability
+  given the context and question.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import torch
+
+from gpt1.model.trunk import Trunk
+
+Sequence = list[int]
+
+
+@torch.no_grad()
+def continuation_logprobs(model: Trunk, contexts: list[Sequence], continuations: list[Sequence],
+                          batch_size: int = 32) -> list[np.ndarray]:
+    """Per pair, the log-probability of each continuation token given the context and the
+    continuation tokens before it. With an empty context the first token has nothing to be
+    predicted from and is left out. A pair longer than `n_ctx` loses context tokens from its
+    start."""
+    if len(contexts) != len(continuations):
+        raise ValueError(f"{len(contexts)} contexts for {len(continuations)} continuations")
+    model.eval()
+    device = next(model.parameters()).device
+    n_ctx = model.config.n_ctx
+    out: list[np.ndarray] = []
+    for start in range(0, len(contexts), batch_size):
+        pairs = list(zip(contexts[start:start + batch_size],
+                         continuations[start:start + batch_size], strict=True))
+        seqs = [(ctx + cont)[-(n_ctx + 1):] for ctx, cont in pairs]
+        width = max(len(s) for s in seqs) - 1
+        ids = torch.zeros((len(seqs), max(width, 1)), dtype=torch.long)
+        for row, seq in enumerate(seqs):
+            ids[row, :len(seq) - 1] = torch.tensor(seq[:-1], dtype=torch.long)
+        logprobs = torch.log_softmax(model.lm_logits(model(ids.to(device))).float(), dim=-1)
+        for row, ((_, cont), seq) in enumerate(zip(pairs, seqs, strict=True)):
+            scored = min(len(cont), len(seq) - 1)  # the first token of a bare sentence: none
+            targets = torch.tensor(seq[len(seq) - scored:], dtype=torch.long, device=device)
+            positions = torch.arange(len(seq) - scored - 1, len(seq) - 1, device=device)
+            out.append(logprobs[row, positions, targets].cpu().numpy())
+    return out
+
+
+def mean_logprobs(model: Trunk, contexts: list[Sequence], continuations: list[Sequence],
+                  batch_size: int = 32) -> np.ndarray:
+    """The average token log-probability of each continuation given its context (NaN where no
+    token is scored)."""
+    return np.array([lp.mean() if len(lp) else np.nan for lp in
+                     continuation_logprobs(model, contexts, continuations, batch_size)])
+
+
+def choose_by_word(model: Trunk, texts: list[Sequence], cue: Sequence, words: list[Sequence],
+                   batch_size: int = 32) -> np.ndarray:
+    """SST-2's heuristic: for each text followed by `cue` ("very"), the index of the word (among
+    `words`, e.g. "negative" and "positive") the LM finds likeliest next (a word of several tokens
+    by the product of their probabilities)."""
+    contexts = [text + cue for text in texts for _ in words]
+    continuations = [word for _ in texts for word in words]
+    scores = np.array([lp.sum() for lp in
+                       continuation_logprobs(model, contexts, continuations, batch_size)])
+    return scores.reshape(len(texts), len(words)).argmax(axis=1)
+
+
+def choose_answer(model: Trunk, contexts: list[Sequence], choices: list[list[Sequence]],
+                  batch_size: int = 32) -> np.ndarray:
+    """Multiple choice: for each context (the story, or passage and question), the index of the
+    choice with the highest average token log-probability after it."""
+    counts = {len(c) for c in choices}
+    if len(counts) > 1:
+        raise ValueError(f"every example needs the same number of choices; these have "
+                         f"{sorted(counts)}")
+    flat_contexts = [ctx for ctx, cs in zip(contexts, choices, strict=True) for _ in cs]
+    flat_choices = [choice for cs in choices for choice in cs]
+    scores = mean_logprobs(model, flat_contexts, flat_choices, batch_size)
+    return scores.reshape(len(contexts), -1).argmax(axis=1)
+
+
+def best_threshold(scores: np.ndarray, labels: np.ndarray,
+                   metric: Callable[[np.ndarray, np.ndarray], float]) -> float:
+    """CoLA's heuristic, fitted: the threshold on `scores` (a sentence is acceptable, label 1,
+    at or above it) that gives the best `metric(labels, predictions)` on these examples."""
+    candidates = np.unique(scores[np.isfinite(scores)])
+    if not len(candidates):
+        raise ValueError("no finite score to choose a threshold from")
+    results = [metric(labels, (scores >= t).astype(np.int64)) for t in candidates]
+    return float(candidates[int(np.argmax(results))])
