@@ -103,7 +103,7 @@ def check_identical(expected: list[list[int]], shards: Path) -> int:
 def books(tiny: bool) -> list[tuple[str, list[str]]]:
     """(source, documents) per book, split as ingest splits them."""
     from bench.common import DATA
-    from tasks.ingest import read_book
+    from gpt1.corpus.books import read_book
 
     if tiny:
         book = sorted(SAMPLE.glob("*.txt"))[0]

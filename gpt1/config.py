@@ -258,6 +258,11 @@ class FlowsParams(Section):
     server: ServerParams
 
 
+class LMEvalParams(Section):
+    files: list[UnderRoot] = Field(default_factory=list)  # held-out text: globs under the root
+    batch_size: int = Field(gt=0)
+
+
 class Params(Section):
     ingest: IngestParams
     clean: CleanParams
@@ -267,6 +272,7 @@ class Params(Section):
     pretrain: PretrainParams
     finetune: FinetuneParams
     tasks: dict[str, TaskParams] = Field(min_length=1)
+    lm_eval: LMEvalParams
     flows: FlowsParams
 
     @model_validator(mode="after")

@@ -11,28 +11,14 @@ import pyarrow.parquet as pq
 
 from gpt1.atomic import atomic_dir
 from gpt1.config import Params, TaskParams
-from gpt1.corpus.books import split_documents
+from gpt1.corpus.books import corpus_files, read_book, split_documents
 from gpt1.corpus.documents import DOCUMENT_SCHEMA
-from gpt1.downstream.glue import utf8_errors
 from gpt1.downstream.readers import holdout_split, missing_files, read_task_split, split_paths
 from tasks.paths import RAW_CORPUS, RAW_TASKS
 from tasks.stage import main
 
 log = logging.getLogger("tasks.ingest")  # run as __main__: named by its module path
 
-
-
-def corpus_files(root: Path, patterns: list[str]) -> list[Path]:
-    """Files under `root` matching any of the glob `patterns`, sorted, without duplicates."""
-    found = {p for pattern in patterns for p in root.glob(pattern) if p.is_file()}
-    if not found:
-        raise FileNotFoundError(f"no corpus file under {root} matches ingest.corpus {patterns}")
-    return sorted(found)
-
-
-def read_book(path: Path) -> str:
-    with utf8_errors(path):
-        return path.read_text(encoding="utf-8-sig")
 
 
 def write_documents(source: str, docs: list[str], path: Path) -> None:
@@ -48,7 +34,7 @@ def write_documents(source: str, docs: list[str], path: Path) -> None:
 def ingest_corpus(params: Params, root: Path, out: Path) -> int:
     """Write one Parquet file of documents per corpus file; return the number of documents."""
     total = 0
-    for i, path in enumerate(corpus_files(root, params.ingest.corpus)):
+    for i, path in enumerate(corpus_files(root, params.ingest.corpus, "ingest.corpus")):
         source = path.relative_to(root).as_posix()
         docs = split_documents(read_book(path), params.ingest.doc_chars)
         write_documents(source, docs, out / f"{i:05d}.parquet")

@@ -10,7 +10,13 @@ from gpt1.atomic import atomic_dir, write_text
 from gpt1.config import Params
 from gpt1.reporting.plots import plot_task_curves
 from gpt1.reporting.report import Result, render_summary
-from tasks.paths import FINETUNE_METRICS, PRETRAIN_METRICS, REPORT, REPORT_PLOTS
+from tasks.paths import (
+    FINETUNE_METRICS,
+    LM_EVAL_METRICS,
+    PRETRAIN_METRICS,
+    REPORT,
+    REPORT_PLOTS,
+)
 from tasks.stage import main
 
 log = logging.getLogger("tasks.report")  # run as __main__: named by its module path
@@ -51,7 +57,8 @@ def run(params: Params) -> None:
     pretrain, results = read_results(params)
     with atomic_dir(REPORT_PLOTS) as tmp:
         links = write_plots(params, results, tmp)
-    write_text(REPORT, render_summary(pretrain, params.tasks, results, links))
+    lm_eval = _read(LM_EVAL_METRICS, "lm_eval")
+    write_text(REPORT, render_summary(pretrain, params.tasks, results, links, lm_eval))
     log.info("report written to %s (%d task plots)", REPORT, len(links))
 
 

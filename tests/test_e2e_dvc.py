@@ -31,10 +31,12 @@ def metrics_of(repo: Path, task: str) -> dict:
 
 
 def test_dvc_repro_end_to_end(tiny_repo: Path) -> None:
+    heldout = "corpus/books/pg74_tom_sawyer.txt"  # tiny_repo pretrains on Alice alone
+    edit_params(tiny_repo, **{"lm_eval.files": [heldout]})
     first = dvc("repro", cwd=tiny_repo)
     tasks = list(load_params(tiny_repo / "params.yaml").tasks)
     assert ran_stages(first.stdout) == ["ingest", "clean", "bpe", "tokenize", "pretrain",
-                                        *[f"finetune@{t}" for t in tasks], "report"]
+                                        *[f"finetune@{t}" for t in tasks], "lm_eval", "report"]
     outputs = declared_outputs(tiny_repo)
     assert len(outputs) >= 10
     for path in outputs:
@@ -44,6 +46,11 @@ def test_dvc_repro_end_to_end(tiny_repo: Path) -> None:
     run([sys.executable, "-m", "ruff", "check", "--no-cache", "."], tiny_repo)
 
     report = (tiny_repo / "reports" / "summary.md").read_text()
+    lm_eval = json.loads((tiny_repo / "metrics" / "lm_eval.json").read_text())
+    scored = lm_eval["files"][heldout]
+    assert lm_eval["run"] and scored["tokens"] > scored["words"] > 10_000
+    assert scored["word_loss"] > scored["loss"] > 0  # a word is a token or more
+    assert f"| {heldout} | {scored['tokens']:,} | {scored['words']:,} |" in report
     sst2 = metrics_of(tiny_repo, "sst2")
     median = sst2["dev"]["dev"]["accuracy"]["median"]
     assert f"| [SST-2](plots/sst2.png) | accuracy | {median:.1f} |" in report

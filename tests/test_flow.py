@@ -23,7 +23,8 @@ pytestmark = pytest.mark.e2e
 def test_stage_order_comes_from_dvc_yaml() -> None:
     order = run_order(REPO)
     finetunes = [f"finetune@{task}" for task in load_params(REPO / "params.yaml").tasks]
-    assert order == ["ingest", "clean", "bpe", "tokenize", "pretrain", *finetunes, "report"]
+    assert order == ["ingest", "clean", "bpe", "tokenize", "pretrain", *finetunes, "lm_eval",
+                     "report"]
     assert rerun_order(REPO, "finetune@sst2") == ["ingest", "clean", "bpe", "tokenize",
                                                   "pretrain", "finetune@sst2", "report"]
     with pytest.raises(ValueError, match="no stage 'finetune@nope'"):

@@ -104,3 +104,18 @@ def test_metric_rows_one_per_task_split_and_metric() -> None:
                        "min": 77.0, "max": 80.15, "seeds": 3, "paper": 91.3, "note": ""}
     assert rows[2]["paper"] == 81.4 and rows[5]["paper"] is None  # the paper's figure is F1
     assert rows[3]["note"] == "not run: data not found at /data/glue/RTE/train.tsv"
+
+
+def test_held_out_text_sits_beside_the_val_loss_and_the_unigram_baseline() -> None:
+    book = {"tokens": 123_456, "words": 98_765, "loss": 3.21, "perplexity": 24.78,
+            "word_loss": 4.012, "word_perplexity": 55.27, "unigram_loss": 6.5}
+    lm_eval = {"run": True, "files": {"books/kept.txt": book}, "all": book, "val_loss": 3.1,
+               "unigram_val_loss": 6.4}
+    text = render_summary(PRETRAIN, TASKS, {"sst2": SST2}, lm_eval=lm_eval)
+    assert _row(text, "books/kept.txt") == ["books/kept.txt", "123,456", "98,765", "3.2100",
+                                            "24.78", "4.0120", "55.27", "6.5000"]
+    assert "validation loss 3.1000 (unigram 6.4000)" in text
+    assert text.index("## Held-out text") < text.index("## Fine-tuning")
+    skipped = render_summary(PRETRAIN, TASKS, {"sst2": SST2},
+                             lm_eval={"run": False, "reason": "no held-out text named"})
+    assert "Not scored: no held-out text named." in skipped

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from pathlib import Path
+
+from gpt1.downstream.glue import utf8_errors
 
 _START = re.compile(r"^\*\*\* ?START OF (THIS|THE) PROJECT GUTENBERG.*$", re.MULTILINE | re.I)
 _END = re.compile(r"^\*\*\* ?END OF (THIS|THE) PROJECT GUTENBERG.*$", re.MULTILINE | re.I)
@@ -83,3 +86,18 @@ def split_documents(text: str, doc_chars: int) -> list[str]:
     if current:
         docs.append("\n".join(current))
     return docs
+
+
+def corpus_files(root: Path, patterns: list[str], key: str) -> list[Path]:
+    """Files under `root` matching any of the glob `patterns` (params key `key`), sorted, without
+    duplicates; FileNotFoundError when none does."""
+    found = {p for pattern in patterns for p in root.glob(pattern) if p.is_file()}
+    if not found:
+        raise FileNotFoundError(f"no corpus file under {root} matches {key} {patterns}")
+    return sorted(found)
+
+
+def read_book(path: Path) -> str:
+    """A text file's text; a byte that is not UTF-8 is an error naming the file and line."""
+    with utf8_errors(path):
+        return path.read_text(encoding="utf-8-sig")

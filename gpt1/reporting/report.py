@@ -31,6 +31,28 @@ def _pretrain_section(pretrain: Result) -> list[str]:
     ]
 
 
+def _heldout_section(lm_eval: Result) -> list[str]:
+    """The final model on text kept out of pretraining (metrics/lm_eval.json)."""
+    if not lm_eval["run"]:
+        return ["## Held-out text", "", f"Not scored: {lm_eval['reason']}.", ""]
+    rows = [*lm_eval["files"].items(), ("all", lm_eval["all"])]
+    return [
+        "## Held-out text",
+        "",
+        "| text | tokens | words | loss | perplexity | loss per word | word perplexity "
+        "| unigram loss |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        *(f"| {name} | {r['tokens']:,} | {r['words']:,} | {r['loss']:.4f} | "
+          f"{r['perplexity']:.2f} | {r['word_loss']:.4f} | {r['word_perplexity']:.2f} | "
+          f"{r['unigram_loss']:.4f} |" for name, r in rows),
+        "",
+        f"Text kept out of pretraining, cleaned and encoded as the corpus is. Beside it: the "
+        f"validation loss {lm_eval['val_loss']:.4f} (unigram {lm_eval['unigram_val_loss']:.4f}); "
+        "per word, models with other vocabularies compare.",
+        "",
+    ]
+
+
 def _figure(summary: dict[str, float]) -> str:
     return f"{summary['median']:.1f}"
 
@@ -74,11 +96,13 @@ def glue_average(tasks: dict[str, TaskParams], results: dict[str, Result]) -> fl
 
 
 def render_summary(pretrain: Result, tasks: dict[str, TaskParams], results: dict[str, Result],
-                   plots: dict[str, str] | None = None) -> str:
-    """Markdown for `reports/summary.md`: pretraining, then a row per task and dev split
-    (the median over seeds, its spread, the paper's figure), in registry order."""
+                   plots: dict[str, str] | None = None, lm_eval: Result | None = None) -> str:
+    """Markdown for `reports/summary.md`: pretraining, the held-out text's loss (`lm_eval`), then
+    a row per task and dev split (the median over seeds, its spread, the paper's figure), in
+    registry order."""
     plots = plots or {}
     lines = ["# gpt1 benchmark report", "", *_pretrain_section(pretrain),
+             *(_heldout_section(lm_eval) if lm_eval is not None else []),
              "## Fine-tuning (dev sets)", "",
              "| task | metric | ours (median) | [min, max] | seeds | paper | train examples |",
              "|---|---|---:|---:|---:|---:|---:|"]

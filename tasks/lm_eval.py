@@ -1,0 +1,95 @@
+"""Stage `lm_eval`: the pretrained model's loss on text kept out of pretraining, per token and per
+word, beside its validation loss and the unigram baseline."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from gpt1.atomic import write_text
+from gpt1.config import Params
+from gpt1.corpus.books import corpus_files, read_book, split_documents
+from gpt1.corpus.bpe import GPT1Tokenizer
+from gpt1.corpus.shards import read_verified_split, unigram_loss
+from gpt1.corpus.text import TextCleaner
+from gpt1.model.registry import load_model
+from gpt1.training.device import placement
+from gpt1.training.heldout import TextLoss, text_loss
+from tasks.paths import LM_EVAL_METRICS, PRETRAIN_DIR, PRETRAIN_METRICS, SHARDS_DIR
+from tasks.stage import main
+
+log = logging.getLogger("tasks.lm_eval")  # run as __main__: named by its module path
+
+
+def heldout_files(params: Params) -> list[Path]:
+    """The files `lm_eval.files` names; ValueError for one that pretraining reads too."""
+    root = Path(params.ingest.root)
+    files = corpus_files(root, params.lm_eval.files, "lm_eval.files")
+    pretraining = set(corpus_files(root, params.ingest.corpus, "ingest.corpus"))
+    if shared := [f.relative_to(root).as_posix() for f in files if f in pretraining]:
+        raise ValueError(f"lm_eval.files: {shared} are pretraining text (ingest.corpus): "
+                         "held-out text must be kept out of it")
+    return files
+
+
+def clean_text(path: Path, params: Params, cleaner: TextCleaner) -> list[str]:
+    """A file's documents as the corpus stages make them: split as ingest splits books, cleaned
+    as clean cleans them, the too-short ones dropped."""
+    docs = (cleaner(doc) for doc in split_documents(read_book(path), params.ingest.doc_chars))
+    return [doc for doc in docs if len(doc) >= params.clean.min_chars]
+
+
+def _figures(loss: TextLoss, unigram: float) -> dict[str, Any]:
+    return {"tokens": loss.tokens, "words": loss.words, "loss": round(loss.per_token, 4),
+            "perplexity": round(loss.perplexity, 2), "word_loss": round(loss.per_word, 4),
+            "word_perplexity": round(loss.word_perplexity, 2), "unigram_loss": round(unigram, 4)}
+
+
+def run(params: Params) -> None:
+    if not params.lm_eval.files:
+        reason = "no held-out text named (lm_eval.files)"
+        write_text(LM_EVAL_METRICS, json.dumps({"run": False, "reason": reason}, indent=2) + "\n")
+        log.info("nothing scored: %s", reason)
+        return
+    files = heldout_files(params)
+    tokenizer = GPT1Tokenizer.load(PRETRAIN_DIR / "tokenizer.json")
+    place = placement(params.pretrain.device, params.pretrain.precision)
+    model = load_model(PRETRAIN_DIR).to(place.device)
+    manifest = json.loads((SHARDS_DIR / "manifest.json").read_text())
+    train = read_verified_split(SHARDS_DIR / "train", manifest["splits"]["train"]["shards"])
+    cleaner = TextCleaner()
+    root, scored, streams, total = Path(params.ingest.root), {}, [], None
+    for path in files:
+        docs = clean_text(path, params, cleaner)
+        ids = np.concatenate([np.zeros(0, np.int64),
+                              *(np.asarray(d, np.int64) for d in tokenizer.encode_batch(docs))])
+        words = sum(len(doc.split()) for doc in docs)
+        source = path.relative_to(root).as_posix()
+        try:
+            loss = text_loss(model, ids, words, params.lm_eval.batch_size, place)
+        except ValueError as err:
+            raise ValueError(f"{path}: {err}") from None
+        scored[source] = _figures(loss, unigram_loss(train, [ids], tokenizer.vocab_size))
+        streams.append(ids)
+        total = loss if total is None else TextLoss(total.nats + loss.nats,
+                                                    total.tokens + loss.tokens,
+                                                    total.words + loss.words)
+        log.info("%s: %s", source, scored[source])
+    assert total is not None  # corpus_files found at least one file
+    pretrained = json.loads(PRETRAIN_METRICS.read_text())
+    metrics = {"run": True, "files": scored,
+               "all": _figures(total, unigram_loss(train, streams, tokenizer.vocab_size)),
+               "val_loss": pretrained["val_loss"],
+               "unigram_val_loss": pretrained["unigram_val_loss"]}
+    write_text(LM_EVAL_METRICS, json.dumps(metrics, indent=2) + "\n")
+    log.info("held-out loss %.4f nats/token (%.4f per word) against val %.4f; token "
+             "frequencies alone: %.4f", total.per_token, total.per_word, pretrained["val_loss"],
+             metrics["all"]["unigram_loss"])
+
+
+if __name__ == "__main__":
+    main("lm_eval", run)
