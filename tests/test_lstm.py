@@ -1,21 +1,14 @@
 """gpt1.model.lstm: the paper's recurrent control (Table 5) behind the trunk interface: its size,
-causality, a width matched to a Transformer's size, and pretraining, saving and loading it."""
+causality and a width matched to a Transformer's size (tests/test_trunks.py pretrains, saves,
+loads and generates with it; tests/test_finetune.py fine-tunes it on every family)."""
 
 from __future__ import annotations
 
-import json
-import math
-from pathlib import Path
-
-import numpy as np
 import pytest
 import torch
 
-from gpt1.config import PretrainParams
 from gpt1.model.lstm import LSTM, LSTMConfig, width_for_parameters
-from gpt1.model.registry import load_model, save_model
 from gpt1.model.transformer import GPT1Config
-from gpt1.training.pretrain import pretrain
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -59,22 +52,3 @@ def test_dropout_only_in_training() -> None:
     assert not torch.equal(model(ids), model(ids))
     model.eval()
     assert torch.equal(model(ids), model(ids))
-
-
-def test_pretrains_and_loads_back_by_model_type(tmp_path: Path) -> None:
-    model = _lstm()
-    pattern = np.array([3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8], dtype=np.uint16)
-    # its tied N(0, 0.02) table makes small logits: it starts slower than GPT-1 (40 steps at
-    # 1e-2 leave it at 2.0)
-    cfg = PretrainParams(seed=0, device="cpu", precision="fp32", batch_size=8, max_steps=100,
-                         lr=3e-2, warmup_steps=3, schedule="cosine", weight_decay=0.01,
-                         grad_clip=1.0, eval_every=20, eval_batches=2, log_every=20,
-                         checkpoint_every=20, keep_checkpoints=1, peak_tflops=1.0)
-    result = pretrain(model, [np.tile(pattern, 40)], [np.tile(pattern, 5)], cfg)
-    assert result.val_loss < 0.5 * math.log(V)  # from chance (2.48) to well below it
-    save_model(model, tmp_path)
-    assert json.loads((tmp_path / "config.json").read_text())["model_type"] == "lstm"
-    loaded = load_model(tmp_path)
-    assert isinstance(loaded, LSTM) and loaded.config == model.config
-    assert all(torch.equal(a, b) for a, b in zip(loaded.state_dict().values(),
-                                                 model.state_dict().values(), strict=True))
