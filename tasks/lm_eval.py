@@ -14,7 +14,7 @@ from gpt1.atomic import write_text
 from gpt1.config import Params
 from gpt1.corpus.books import corpus_files, read_book, split_documents
 from gpt1.corpus.bpe import GPT1Tokenizer
-from gpt1.corpus.shards import read_verified_split, unigram_loss
+from gpt1.corpus.shards import cross_entropy, read_verified_split, unigram_log_probs
 from gpt1.corpus.text import TextCleaner
 from gpt1.model.registry import load_model
 from gpt1.training.device import placement
@@ -61,8 +61,9 @@ def run(params: Params) -> None:
     model = load_model(PRETRAIN_DIR).to(place.device)
     manifest = json.loads((SHARDS_DIR / "manifest.json").read_text())
     train = read_verified_split(SHARDS_DIR / "train", manifest["splits"]["train"]["shards"])
+    unigram = unigram_log_probs(train, tokenizer.vocab_size)
     cleaner = TextCleaner()
-    root, scored, streams, total = Path(params.ingest.root), {}, [], None
+    root, scored, streams, losses = Path(params.ingest.root), {}, [], []
     for path in files:
         docs = clean_text(path, params, cleaner)
         ids = np.concatenate([np.zeros(0, np.int64),
@@ -73,16 +74,15 @@ def run(params: Params) -> None:
             loss = text_loss(model, ids, words, params.lm_eval.batch_size, place)
         except ValueError as err:
             raise ValueError(f"{path}: {err}") from None
-        scored[source] = _figures(loss, unigram_loss(train, [ids], tokenizer.vocab_size))
+        scored[source] = _figures(loss, cross_entropy(unigram, [ids]))
         streams.append(ids)
-        total = loss if total is None else TextLoss(total.nats + loss.nats,
-                                                    total.tokens + loss.tokens,
-                                                    total.words + loss.words)
+        losses.append(loss)
         log.info("%s: %s", source, scored[source])
-    assert total is not None  # corpus_files found at least one file
+    total = TextLoss(sum(loss.nats for loss in losses), sum(loss.tokens for loss in losses),
+                     sum(loss.words for loss in losses))
     pretrained = json.loads(PRETRAIN_METRICS.read_text())
     metrics = {"run": True, "files": scored,
-               "all": _figures(total, unigram_loss(train, streams, tokenizer.vocab_size)),
+               "all": _figures(total, cross_entropy(unigram, streams)),
                "val_loss": pretrained["val_loss"],
                "unigram_val_loss": pretrained["unigram_val_loss"]}
     write_text(LM_EVAL_METRICS, json.dumps(metrics, indent=2) + "\n")

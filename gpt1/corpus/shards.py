@@ -124,10 +124,20 @@ def token_counts(shards: list[np.ndarray], vocab_size: int) -> np.ndarray:
     return counts
 
 
+def unigram_log_probs(train: list[np.ndarray], vocab_size: int) -> np.ndarray:
+    """Each id's log-probability under the train split's add-one-smoothed token frequencies: a
+    model that has learned frequencies and nothing of context."""
+    return np.log((token_counts(train, vocab_size) + 1.0)
+                  / (sum(len(s) for s in train) + vocab_size))
+
+
+def cross_entropy(log_probs: np.ndarray, tokens: list[np.ndarray]) -> float:
+    """Nats per token of `tokens` under the fixed distribution `log_probs` (over the ids)."""
+    counts = token_counts(tokens, len(log_probs))
+    return float(-(counts @ log_probs) / counts.sum())
+
+
 def unigram_loss(train: list[np.ndarray], val: list[np.ndarray], vocab_size: int) -> float:
     """Cross-entropy (nats/token) on `val` of the train split's add-one-smoothed token
     frequencies: the loss of a model that has learned frequencies and nothing of context."""
-    log_p = np.log((token_counts(train, vocab_size) + 1.0)
-                   / (sum(len(s) for s in train) + vocab_size))
-    val_counts = token_counts(val, vocab_size)
-    return float(-(val_counts @ log_p) / val_counts.sum())
+    return cross_entropy(unigram_log_probs(train, vocab_size), val)
