@@ -116,12 +116,23 @@ class PretrainParams(TrainingParams):
     extend: bool = False  # continue a run of the same settings but a smaller max_steps
     peak_tflops: float | None = Field(gt=0)
     compile: bool = False  # torch.compile the training step; off unless asked for
+    snapshots: list[Annotated[int, Field(ge=0)]] = Field(default_factory=list)  # steps kept
 
     @model_validator(mode="after")
     def _warmup_within_run(self) -> PretrainParams:
         if self.warmup_steps > self.max_steps:
             raise ValueError(f"warmup_steps: {self.warmup_steps} is more than max_steps "
                              f"({self.max_steps}): the learning rate would never reach its peak")
+        return self
+
+    @model_validator(mode="after")
+    def _snapshots_within_run(self) -> PretrainParams:
+        if sorted(set(self.snapshots)) != self.snapshots:
+            raise ValueError(f"snapshots: list each step once, in increasing order, got "
+                             f"{self.snapshots}")
+        late = [s for s in self.snapshots if s > self.max_steps]
+        if late:
+            raise ValueError(f"snapshots: steps {late} come after max_steps ({self.max_steps})")
         return self
 
 
@@ -263,6 +274,77 @@ class LMEvalParams(Section):
     batch_size: int = Field(gt=0)
 
 
+Variant = Literal["full", "no_pretrain", "no_aux", "lstm"]
+# The zero-shot heuristics (paper §5, `gpt1.downstream.zero_shot`), by what they answer
+Heuristic = Literal["sentiment", "acceptability", "choice"]
+
+
+class CellParams(Section):
+    """What an analysis fine-tunes on: a registry task, its rows capped (the first N, as
+    `ingest.max_train_examples` caps them)."""
+
+    task: str
+    max_train_examples: int | None = Field(default=None, gt=0)
+    max_dev_examples: int | None = Field(default=None, gt=0)
+
+
+class AblationParams(Section):
+    """Table 5: each variant fine-tuned on each cell, with every seed."""
+
+    variants: list[Variant] = Field(min_length=1)
+    cells: list[str] = Field(min_length=1)
+
+
+class TransferParams(Section):
+    """Figure 2 (left): each cell fine-tuned from the first k pretrained blocks, k = 0..n_layer."""
+
+    cells: list[str]
+
+
+class ZeroShotParams(Section):
+    """Figure 2 (right): each pretraining snapshot scored by the heuristics, no fine-tuning."""
+
+    tasks: dict[str, Heuristic]  # registry task -> the heuristic that answers it
+    max_examples: int | None = Field(gt=0)  # per split scored (CoLA's train split too)
+    batch_size: int = Field(gt=0)
+
+
+class LSTMParams(Section):
+    """The recurrent control of Table 5, pretrained by stage `pretrain_lstm` with the pretrain
+    knobs, on the same shards for the same number of tokens."""
+
+    n_embd: int | None = Field(gt=0)  # units; None: the most within the Transformer's parameters
+    lr: float | None = Field(gt=0)  # None: pretrain.lr
+
+
+class AnalysisParams(Section):
+    """The paper's evidence (§5): ablations, layers transferred, zero-shot behaviour."""
+
+    seeds: list[int] = Field(min_length=1)
+    cells: dict[str, CellParams]
+    ablation: AblationParams
+    transfer: TransferParams
+    zero_shot: ZeroShotParams
+    lstm: LSTMParams
+
+    @model_validator(mode="after")
+    def _names_known(self) -> AnalysisParams:
+        if len(set(self.seeds)) != len(self.seeds):
+            raise ValueError(f"seeds: list each seed once, got {self.seeds}")
+        for key, names in (("ablation.variants", self.ablation.variants),
+                           ("ablation.cells", self.ablation.cells),
+                           ("transfer.cells", self.transfer.cells)):
+            if len(set(names)) != len(names):
+                raise ValueError(f"{key}: list each once, got {names}")
+        for key, cells in (("ablation.cells", self.ablation.cells),
+                           ("transfer.cells", self.transfer.cells)):
+            unknown = [c for c in cells if c not in self.cells]
+            if unknown:
+                raise ValueError(f"{key}: {unknown} are not in analysis.cells "
+                                 f"({sorted(self.cells)})")
+        return self
+
+
 class Params(Section):
     ingest: IngestParams
     clean: CleanParams
@@ -273,6 +355,7 @@ class Params(Section):
     finetune: FinetuneParams
     tasks: dict[str, TaskParams] = Field(min_length=1)
     lm_eval: LMEvalParams
+    analysis: AnalysisParams
     flows: FlowsParams
 
     @model_validator(mode="after")
@@ -295,6 +378,14 @@ class Params(Section):
                 bad = "; ".join(f"tasks.{name}.overrides.{'.'.join(map(str, e['loc']))}: "
                                 f"{e['msg']} (got {e['input']!r})" for e in err.errors())
                 raise ValueError(bad) from None
+        analysed = {f"analysis.cells.{name}.task": cell.task
+                    for name, cell in self.analysis.cells.items()}
+        analysed |= {f"analysis.zero_shot.tasks.{name}": name
+                     for name in self.analysis.zero_shot.tasks}
+        for key, task in analysed.items():
+            if task not in self.tasks:
+                raise ValueError(f"{key}: {task!r} is not in the task registry "
+                                 f"(tasks: {sorted(self.tasks)})")
         return self
 
     def requested_tasks(self) -> list[str]:

@@ -1,23 +1,29 @@
-"""Stage `pretrain`: GPT-1 language-model pretraining on the token shards."""
+"""Stages `pretrain` and `pretrain_lstm`: language-model pretraining on the token shards, of GPT-1
+and of the paper's recurrent control (`--trunk lstm`, Table 5), each with its own outputs."""
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import hashlib
 import json
 import logging
 import shutil
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
 from dvclive import Live
 
 from gpt1.atomic import atomic_dir, write_text
-from gpt1.config import Params
+from gpt1.config import Params, PretrainParams
 from gpt1.corpus.bpe import GPT1Tokenizer
 from gpt1.corpus.shards import read_verified_split, unigram_loss
-from gpt1.model.registry import save_model
-from gpt1.model.transformer import GPT1, GPT1Config
+from gpt1.model.lstm import LSTMConfig, width_for_parameters
+from gpt1.model.registry import build_trunk, save_model
+from gpt1.model.transformer import GPT1Config
+from gpt1.model.trunk import TrunkConfig
 from gpt1.training.checkpoint import CheckpointRuns, CheckpointStore, StopRequested
 from gpt1.training.device import resolve_device
 from gpt1.training.distributed import process_group
@@ -28,7 +34,12 @@ from tasks.paths import (
     PRETRAIN_CHECKPOINTS,
     PRETRAIN_DIR,
     PRETRAIN_LIVE,
+    PRETRAIN_LSTM_CHECKPOINTS,
+    PRETRAIN_LSTM_DIR,
+    PRETRAIN_LSTM_LIVE,
+    PRETRAIN_LSTM_METRICS,
     PRETRAIN_METRICS,
+    PRETRAIN_SNAPSHOTS,
     SHARDS_DIR,
 )
 from tasks.stage import main
@@ -44,6 +55,21 @@ NOT_IN_FINGERPRINT = {"log_every", "checkpoint_every", "keep_checkpoints", "keep
 BUDGET = ("max_steps", "extend")
 
 
+@dataclass(frozen=True)
+class Outputs:
+    """Where a pretraining stage writes."""
+
+    model: Path
+    checkpoints: Path
+    metrics: Path
+    live: Path
+
+
+OUTPUTS = {"gpt1": Outputs(PRETRAIN_DIR, PRETRAIN_CHECKPOINTS, PRETRAIN_METRICS, PRETRAIN_LIVE),
+           "lstm": Outputs(PRETRAIN_LSTM_DIR, PRETRAIN_LSTM_CHECKPOINTS, PRETRAIN_LSTM_METRICS,
+                           PRETRAIN_LSTM_LIVE)}
+
+
 def model_config(params: Params, vocab_size: int) -> GPT1Config:
     m = params.model
     return GPT1Config(vocab_size=vocab_size, n_ctx=m.n_ctx, n_embd=m.n_embd, n_layer=m.n_layer,
@@ -51,12 +77,36 @@ def model_config(params: Params, vocab_size: int) -> GPT1Config:
                       resid_pdrop=m.dropout)
 
 
-def run_settings(params: Params, manifest_text: str) -> dict[str, Any]:
+def lstm_config(params: Params, vocab_size: int) -> LSTMConfig:
+    """The LSTM of `analysis.lstm`: `n_embd` units, or else the most whose parameter count is
+    within the Transformer's; the Transformer's context and dropout."""
+    m = params.model
+    units = params.analysis.lstm.n_embd or width_for_parameters(
+        model_config(params, vocab_size).parameter_count(), vocab_size)
+    return LSTMConfig(vocab_size=vocab_size, n_ctx=m.n_ctx, n_embd=units, embd_pdrop=m.dropout,
+                      resid_pdrop=m.dropout)
+
+
+def trunk_config(params: Params, trunk: str, vocab_size: int) -> TrunkConfig:
+    return lstm_config(params, vocab_size) if trunk == "lstm" else model_config(params, vocab_size)
+
+
+def training_knobs(params: Params, trunk: str) -> PretrainParams:
+    """`pretrain`, with the LSTM's own learning rate where `analysis.lstm.lr` sets one."""
+    if trunk == "lstm" and params.analysis.lstm.lr is not None:
+        return params.pretrain.model_copy(update={"lr": params.analysis.lstm.lr})
+    return params.pretrain
+
+
+def run_settings(params: Params, manifest_text: str, trunk: str = "gpt1") -> dict[str, Any]:
     """Everything a pretraining trajectory depends on: model and training knobs and the exact
     token shards (their manifest holds each shard's sha256). Its digest names the run."""
-    return {"model": params.model.model_dump(),
-            "pretrain": params.pretrain.model_dump(exclude=NOT_IN_FINGERPRINT),
-            "shards": hashlib.sha256(manifest_text.encode()).hexdigest()}
+    settings = {"model": params.model.model_dump(),
+                "pretrain": training_knobs(params, trunk).model_dump(exclude=NOT_IN_FINGERPRINT),
+                "shards": hashlib.sha256(manifest_text.encode()).hexdigest()}
+    if trunk != "gpt1":
+        settings["trunk"] = {"model_type": trunk, **params.analysis.lstm.model_dump()}
+    return settings
 
 
 def _without_budget(settings: dict[str, Any]) -> dict[str, Any]:
@@ -75,19 +125,49 @@ def run_to_extend(runs: CheckpointRuns, ours: CheckpointStore) -> CheckpointStor
     return max(shorter, key=CheckpointStore.latest_step, default=None)
 
 
-def check_resources(params: Params, cfg: GPT1Config) -> None:
+def check_resources(params: Params, cfg: TrunkConfig, checkpoints: Path) -> None:
     """Fail before allocating or training when the model cannot fit in memory, or its
-    checkpoints and outputs (with DVC's cached copy of the model) cannot fit on disk."""
-    check_memory(cfg, params.pretrain.batch_size, resolve_device(params.pretrain.device),
-                 "model and pretrain.batch_size")
+    checkpoints, snapshots and outputs (with DVC's cached copies) cannot fit on disk."""
+    if isinstance(cfg, GPT1Config):  # the activation estimate is GPT-1's
+        check_memory(cfg, params.pretrain.batch_size, resolve_device(params.pretrain.device),
+                     "model and pretrain.batch_size")
     weights = cfg.parameter_count() * FP32
     checkpoint = 3 * weights  # the weights and Adam's two moments
-    need = (params.pretrain.keep_checkpoints + 1) * checkpoint + 2 * weights
-    check_disk(PRETRAIN_CHECKPOINTS, need, f"pretrain.keep_checkpoints + 1 = "
-               f"{params.pretrain.keep_checkpoints + 1} checkpoints and the model")
+    models = 2 * (1 + len(params.pretrain.snapshots))
+    need = (params.pretrain.keep_checkpoints + 1) * checkpoint + models * weights
+    check_disk(checkpoints, need, f"pretrain.keep_checkpoints + 1 = "
+               f"{params.pretrain.keep_checkpoints + 1} checkpoints, "
+               f"{len(params.pretrain.snapshots)} snapshots and the model")
 
 
-def run(params: Params) -> None:
+def copy_snapshots(checkpoints: CheckpointStore, snapshots: list[int], out: Path) -> None:
+    """The run's snapshots into `out/snapshots/`; a step asked for but not kept (passed before
+    it was asked for, in the run this one extends) is named in a warning."""
+    kept = checkpoints.snapshots()
+    missing = [step for step in snapshots if step not in kept]
+    if missing:
+        log.warning("no snapshot of steps %s in %s: they were passed before they were asked "
+                    "for (pretrain.extend continues another run's checkpoints)", missing,
+                    checkpoints.directory)
+    for step in snapshots:
+        if step in kept:
+            shutil.copytree(kept[step], out / PRETRAIN_SNAPSHOTS / kept[step].name)
+
+
+def record_not_run(outputs: Outputs, reason: str) -> None:
+    with atomic_dir(outputs.model) as tmp:
+        (tmp / "status.json").write_text(json.dumps({"run": False, "reason": reason}) + "\n")
+    outputs.live.mkdir(parents=True, exist_ok=True)
+    outputs.checkpoints.mkdir(parents=True, exist_ok=True)
+    write_text(outputs.metrics, json.dumps({"run": False, "reason": reason}, indent=2) + "\n")
+    log.info("not run: %s", reason)
+
+
+def run(params: Params, trunk: str = "gpt1") -> None:
+    outputs = OUTPUTS[trunk]
+    if trunk == "lstm" and "lstm" not in params.analysis.ablation.variants:
+        record_not_run(outputs, "lstm is not in analysis.ablation.variants")
+        return
     tokenizer_path = BPE_DIR / "tokenizer.json"
     tokenizer = GPT1Tokenizer.load(tokenizer_path)
     manifest_text = (SHARDS_DIR / "manifest.json").read_text()
@@ -98,16 +178,17 @@ def run(params: Params) -> None:
     splits = manifest["splits"]
     train = read_verified_split(SHARDS_DIR / "train", splits["train"]["shards"])
     val = read_verified_split(SHARDS_DIR / "val", splits["val"]["shards"])
-    cfg = model_config(params, tokenizer.vocab_size)
-    check_resources(params, cfg)
+    cfg = trunk_config(params, trunk, tokenizer.vocab_size)
+    knobs = training_knobs(params, trunk)
+    check_resources(params, cfg, outputs.checkpoints)
     torch.manual_seed(params.pretrain.seed)
-    model = GPT1(cfg)
-    runs = CheckpointRuns(PRETRAIN_CHECKPOINTS)
-    checkpoints = runs.store(run_settings(params, manifest_text),
+    model = build_trunk(cfg)
+    runs = CheckpointRuns(outputs.checkpoints)
+    checkpoints = runs.store(run_settings(params, manifest_text, trunk),
                              keep=params.pretrain.keep_checkpoints)
     # under torchrun every process trains its share of each batch; rank 0 alone writes
     with process_group(params.pretrain.device) as group, \
-            (Live(dir=str(PRETRAIN_LIVE), save_dvc_exp=False, dvcyaml=None, report=None)
+            (Live(dir=str(outputs.live), save_dvc_exp=False, dvcyaml=None, report=None)
              if group.is_main else contextlib.nullcontext()) as live:
         if group.is_main:
             runs.set_aside(checkpoints, params.pretrain.keep_other_runs)
@@ -121,8 +202,7 @@ def run(params: Params) -> None:
                 live.log_metric(name, value, plot=True)
 
         try:
-            result = pretrain(model, train, val, params.pretrain, on_metrics, checkpoints, group,
-                              extend)
+            result = pretrain(model, train, val, knobs, on_metrics, checkpoints, group, extend)
         except StopRequested as stop:
             if group.is_main:
                 log.warning("pretraining stopped: %s; run the stage again to resume from it",
@@ -131,10 +211,13 @@ def run(params: Params) -> None:
     if not group.is_main:
         return
     unigram = unigram_loss(train, val, tokenizer.vocab_size)
-    with atomic_dir(PRETRAIN_DIR) as tmp:
+    with atomic_dir(outputs.model) as tmp:
         save_model(model.cpu(), tmp)
         shutil.copy(tokenizer_path, tmp / "tokenizer.json")
+        copy_snapshots(checkpoints, params.pretrain.snapshots, tmp)
     metrics = {
+        "run": True,
+        "model_type": cfg.model_type,
         "steps": result.steps,
         "tokens": result.tokens,
         "train_loss": round(result.train_loss, 4),
@@ -146,7 +229,7 @@ def run(params: Params) -> None:
         "tokens_per_second": round(result.tokens_per_second, 1),
         "mfu": round(result.mfu, 4),
     }
-    write_text(PRETRAIN_METRICS, json.dumps(metrics, indent=2) + "\n")
+    write_text(outputs.metrics, json.dumps(metrics, indent=2) + "\n")
     log.info("val loss %.4f (perplexity %.1f) after %d steps; token frequencies alone: %.4f",
              result.val_loss, result.val_perplexity, result.steps, unigram)
     if result.val_loss > unigram - UNIGRAM_MARGIN:
@@ -155,5 +238,10 @@ def run(params: Params) -> None:
                     result.val_loss, unigram)
 
 
+def _trunk_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--trunk", choices=sorted(OUTPUTS), default="gpt1",
+                        help="gpt1 (stage pretrain) or lstm (stage pretrain_lstm)")
+
+
 if __name__ == "__main__":
-    main("pretrain", run)
+    main("pretrain", run, extra=_trunk_arg)

@@ -3,6 +3,7 @@ with weights bit-identical to a run that was never interrupted (CPU)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -16,6 +17,7 @@ import torch
 from safetensors.torch import load_file
 
 from gpt1.config import PretrainParams
+from gpt1.model.registry import load_model
 from gpt1.model.transformer import GPT1, GPT1Config
 from gpt1.training.checkpoint import CheckpointStore, StopRequested
 from gpt1.training.optim import lr_factor
@@ -185,3 +187,43 @@ def test_sigkill_then_resume_is_bit_identical(tmp_path: Path) -> None:
     reference = _model()  # uninterrupted, here (one thread, as in the children)
     pretrain(reference, train, val, _cfg())
     _assert_identical(load_file(tmp_path / "run" / "model.safetensors"), reference.state_dict())
+
+
+def test_snapshots_through_a_stop_equal_an_uninterrupted_runs_models(tmp_path: Path) -> None:
+    """Snapshots at the steps asked for, before and after a SIGTERM and resume, are whole model
+    folders that load back as the models an uninterrupted run had at those steps."""
+    train, val = _data()
+    cfg = _cfg().model_copy(update={"snapshots": [0, 4, 7, 12, STEPS]})
+    # an uninterrupted run's weights after each of those steps (stopped there, or at the end)
+    expected = {}
+    for step in cfg.snapshots:
+        model = _model()
+        if step:
+
+            def stop(at: int, values: dict[str, float], step: int = step) -> None:
+                if at == step < STEPS:
+                    os.kill(os.getpid(), signal.SIGTERM)
+
+            with contextlib.suppress(StopRequested):
+                pretrain(model, train, val, _cfg(), stop,
+                         CheckpointStore(tmp_path / str(step), "r"))
+        expected[step] = model.state_dict()
+
+    def stop_at_seven(step: int, values: dict[str, float]) -> None:
+        if step == 7:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    store = CheckpointStore(tmp_path / "run", "run")
+    with pytest.raises(StopRequested):
+        pretrain(_model(), train, val, cfg, stop_at_seven, store)
+    assert sorted(store.snapshots()) == [0, 4, 7]
+    pretrain(_model(seed=99), train, val, cfg, checkpoints=store)
+    snapshots = store.snapshots()
+    assert sorted(snapshots) == cfg.snapshots
+    assert not list((tmp_path / "run" / "snapshots").glob("*.tmp"))  # nothing half-written left
+    for step, folder in snapshots.items():
+        loaded = load_model(folder)
+        assert isinstance(loaded, GPT1) and loaded.config == CONFIG
+        _assert_identical(loaded.state_dict(), expected[step])
+    store.clear()
+    assert store.snapshots() == {}

@@ -23,13 +23,16 @@ from typing import Any
 
 import torch
 
-from gpt1.atomic import atomic_file, write_text
+from gpt1.atomic import atomic_dir, atomic_file, write_text
+from gpt1.model.registry import save_model
+from gpt1.model.trunk import Trunk
 
 log = logging.getLogger(__name__)
 
 FORMAT = 1
 _NAME = re.compile(r"^step-(\d{8})\.pt$")
 RUN_FILE = "run.json"  # in each run's folder: the settings its checkpoints were written under
+SNAPSHOTS = "snapshots"  # in each run's folder: the models kept at `pretrain.snapshots` steps
 
 
 def settings_fingerprint(settings: dict[str, Any]) -> str:
@@ -98,9 +101,25 @@ class CheckpointStore:
         return None
 
     def clear(self) -> None:
-        """Remove every checkpoint (a fresh run must not leave a stale one newest)."""
+        """Remove every checkpoint and snapshot (a fresh run must not leave a stale one)."""
         for path in self.paths():
             path.unlink()
+        shutil.rmtree(self.directory / SNAPSHOTS, ignore_errors=True)
+
+    def save_snapshot(self, step: int, model: Trunk) -> Path:
+        """Keep `model` as it is after `step` in `snapshots/step-<8 digits>/` (`save_model`'s
+        files, the folder swapped in whole); snapshots are never pruned."""
+        path = self.directory / SNAPSHOTS / f"step-{step:08d}"
+        with atomic_dir(path) as tmp:
+            save_model(model, tmp)
+        return path
+
+    def snapshots(self) -> dict[int, Path]:
+        """step -> folder of every snapshot kept so far."""
+        folder = self.directory / SNAPSHOTS
+        found = folder.glob("step-*") if folder.is_dir() else []
+        return {int(p.name.removeprefix("step-")): p for p in sorted(found)
+                if re.fullmatch(r"step-\d{8}", p.name)}
 
     def latest_step(self) -> int:
         """The step of the newest checkpoint file (readable or not), 0 if there is none."""

@@ -276,6 +276,18 @@ def _shown(state: PretrainState, session: _Session, start: int,
     return shown
 
 
+def _snapshotter(state: PretrainState, session: _Session) -> Callable[[], None]:
+    """What keeps the model of each `cfg.snapshots` step in the run's checkpoint folder (rank 0;
+    none without checkpoints): call it after each step, and at step 0."""
+    store, steps = session.checkpoints, set(session.cfg.snapshots)
+
+    def snapshot() -> None:
+        if store is not None and session.group.is_main and state.step in steps:
+            store.save_snapshot(state.step, state.model)
+
+    return snapshot
+
+
 def _train(state: PretrainState, session: _Session) -> None:
     """Step `state` on to `max_steps`, reporting the curves, evaluating and checkpointing as
     `cfg` says; StopRequested after the checkpoint of the step in which a SIGTERM or SIGINT came."""
@@ -283,6 +295,9 @@ def _train(state: PretrainState, session: _Session) -> None:
     rows = group.rows(cfg.batch_size)
     train_step = TrainStep(session.placement, cfg.grad_clip, "pretrain", group.mean)
     start, seconds_before, started = state.step, state.seconds, time.perf_counter()
+    snapshot = _snapshotter(state, session)
+    if start == 0:
+        snapshot()
     with (StopSignals() if session.checkpoints is not None else contextlib.nullcontext()) as stop, \
             (StepProgress("pretrain", cfg.max_steps, cfg.log_every, log, start=start)
              if group.is_main else contextlib.nullcontext()) as progress:
@@ -301,6 +316,7 @@ def _train(state: PretrainState, session: _Session) -> None:
             state.seconds = seconds_before + time.perf_counter() - started
             if progress is not None:
                 progress.update(state.step, **_shown(state, session, start, seconds_before))
+            snapshot()
 
             # a signal may reach some processes only: any one of them stops them all
             signum = int(group.max(stop.requested or 0)) if stop is not None else 0
