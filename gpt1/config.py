@@ -279,26 +279,29 @@ Variant = Literal["full", "no_pretrain", "no_aux", "lstm"]
 Heuristic = Literal["sentiment", "acceptability", "choice"]
 
 
-class CellParams(Section):
-    """What an analysis fine-tunes on: a registry task, its rows capped (the first N, as
-    `ingest.max_train_examples` caps them)."""
-
-    task: str
-    max_train_examples: int | None = Field(default=None, gt=0)
-    max_dev_examples: int | None = Field(default=None, gt=0)
+TrainSize = Annotated[int, Field(gt=0)] | None  # the first N train rows; None: all of them
 
 
 class AblationParams(Section):
-    """Table 5: each variant fine-tuned on each cell, with every seed."""
+    """Table 5: each variant fine-tuned on each task at each train size, with every seed."""
 
     variants: list[Variant] = Field(min_length=1)
-    cells: list[str] = Field(min_length=1)
+    tasks: dict[str, list[TrainSize]]  # registry task -> train sizes
+
+    @field_validator("tasks")
+    @classmethod
+    def _sizes_listed_once(cls, tasks: dict[str, list[int | None]]) -> dict[str, list[int | None]]:
+        for name, sizes in tasks.items():
+            if not sizes or len(set(sizes)) != len(sizes):
+                raise ValueError(f"{name}: list each train size once (null: all rows), got "
+                                 f"{sizes}")
+        return tasks
 
 
 class TransferParams(Section):
-    """Figure 2 (left): each cell fine-tuned from the first k pretrained blocks, k = 0..n_layer."""
+    """Figure 2 (left): each task fine-tuned from the first k pretrained blocks, k = 0..n_layer."""
 
-    cells: list[str]
+    tasks: dict[str, TrainSize]  # registry task -> train size
 
 
 class ZeroShotParams(Section):
@@ -321,7 +324,7 @@ class AnalysisParams(Section):
     """The paper's evidence (§5): ablations, layers transferred, zero-shot behaviour."""
 
     seeds: list[int] = Field(min_length=1)
-    cells: dict[str, CellParams]
+    max_dev_examples: int | None = Field(gt=0)  # dev rows scored (None: all)
     ablation: AblationParams
     transfer: TransferParams
     zero_shot: ZeroShotParams
@@ -331,17 +334,9 @@ class AnalysisParams(Section):
     def _names_known(self) -> AnalysisParams:
         if len(set(self.seeds)) != len(self.seeds):
             raise ValueError(f"seeds: list each seed once, got {self.seeds}")
-        for key, names in (("ablation.variants", self.ablation.variants),
-                           ("ablation.cells", self.ablation.cells),
-                           ("transfer.cells", self.transfer.cells)):
-            if len(set(names)) != len(names):
-                raise ValueError(f"{key}: list each once, got {names}")
-        for key, cells in (("ablation.cells", self.ablation.cells),
-                           ("transfer.cells", self.transfer.cells)):
-            unknown = [c for c in cells if c not in self.cells]
-            if unknown:
-                raise ValueError(f"{key}: {unknown} are not in analysis.cells "
-                                 f"({sorted(self.cells)})")
+        variants = self.ablation.variants
+        if len(set(variants)) != len(variants):
+            raise ValueError(f"ablation.variants: list each once, got {variants}")
         return self
 
 
@@ -378,13 +373,10 @@ class Params(Section):
                 bad = "; ".join(f"tasks.{name}.overrides.{'.'.join(map(str, e['loc']))}: "
                                 f"{e['msg']} (got {e['input']!r})" for e in err.errors())
                 raise ValueError(bad) from None
-        analysed = {f"analysis.cells.{name}.task": cell.task
-                    for name, cell in self.analysis.cells.items()}
-        analysed |= {f"analysis.zero_shot.tasks.{name}": name
-                     for name in self.analysis.zero_shot.tasks}
-        for key, task in analysed.items():
-            if task not in self.tasks:
-                raise ValueError(f"{key}: {task!r} is not in the task registry "
+        for key in ("ablation", "transfer", "zero_shot"):
+            unknown = sorted(set(getattr(self.analysis, key).tasks) - set(self.tasks))
+            if unknown:
+                raise ValueError(f"analysis.{key}.tasks: {unknown} are not in the task registry "
                                  f"(tasks: {sorted(self.tasks)})")
         return self
 

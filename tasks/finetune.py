@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from gpt1.atomic import atomic_dir, write_text
-from gpt1.config import Params, TaskParams
+from gpt1.config import FinetuneTrainParams, Params, TaskParams
 from gpt1.corpus.bpe import GPT1Tokenizer
 from gpt1.corpus.text import TextCleaner
 from gpt1.downstream.families import family_of
@@ -23,6 +23,7 @@ from gpt1.downstream.metrics import score
 from gpt1.downstream.transforms import encode_examples
 from gpt1.model.heads import TaskModel
 from gpt1.model.registry import load_config, load_model, save_safetensors
+from gpt1.model.trunk import Trunk
 from gpt1.training.device import placement
 from gpt1.training.finetune import finetune, predict
 from tasks.paths import FINETUNE_DIR, FINETUNE_METRICS, PRETRAIN_DIR, RAW_TASKS
@@ -36,6 +37,14 @@ class Split:
     examples: list[list[list[int]]]
     targets: np.ndarray | None  # None where the split is unlabelled (GLUE test sets)
     idx: np.ndarray
+
+
+    def head(self, rows: int | None) -> Split:
+        """The first `rows` examples (all for None): a capped split, as ingest caps them."""
+        if rows is None:
+            return self
+        return Split(self.examples[:rows],
+                     None if self.targets is None else self.targets[:rows], self.idx[:rows])
 
 
 @dataclass
@@ -63,12 +72,14 @@ def load_splits(name: str, task: TaskParams, splits: list[str], tok: GPT1Tokeniz
     return loaded
 
 
-def run_seed(params: Params, task: TaskParams, seed: int, data: dict[str, Split],
+def run_seed(task: TaskParams, cfg: FinetuneTrainParams, trunk: Trunk, data: dict[str, Split],
              pad_id: int) -> SeedRun:
-    cfg = params.finetune.for_task(task, seed)
+    """Fine-tune `trunk` with a fresh head on `data["train"]` with `cfg` (its seed among them),
+    scoring every eval split after each epoch."""
+    seed = cfg.seed
     place = placement(cfg.device, cfg.precision)
     family = family_of(task)
-    model = TaskModel.for_task(load_model(PRETRAIN_DIR), task, cfg)
+    model = TaskModel.for_task(trunk, task, cfg)
     epochs: list[dict[str, Any]] = []
 
     def evaluate(epoch: int, m: TaskModel, train_loss: float) -> None:
@@ -144,7 +155,8 @@ def run(params: Params, task: str) -> None:
     log.info("%s (%s): %s examples; seeds %s", spec.title, spec.family,
              ", ".join(f"{s} {len(d.examples):,}" for s, d in data.items()),
              params.finetune.seeds)
-    runs = [run_seed(params, spec, seed, data, tok.pad_id) for seed in params.finetune.seeds]
+    runs = [run_seed(spec, params.finetune.for_task(spec, seed), load_model(PRETRAIN_DIR), data,
+                     tok.pad_id) for seed in params.finetune.seeds]
     kept = median_run(spec, runs)
     cfg = params.finetune.for_task(spec, kept.seed)
     place = placement(cfg.device, cfg.precision)

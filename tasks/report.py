@@ -1,4 +1,5 @@
-"""Stage `report`: `reports/summary.md` and per-task curves (PNG) from every task's metrics."""
+"""Stage `report`: `reports/summary.md` and its PNGs from every task's metrics and the paper's
+evidence (§5): the ablations (Table 5), layers transferred and zero-shot curves (Figure 2)."""
 
 from __future__ import annotations
 
@@ -8,14 +9,23 @@ from pathlib import Path
 
 from gpt1.atomic import atomic_dir, write_text
 from gpt1.config import Params
-from gpt1.reporting.plots import plot_task_curves
+from gpt1.reporting.analysis import (
+    Analysis,
+    analysis_sections,
+    transfer_curves,
+    zero_shot_curves,
+)
+from gpt1.reporting.plots import plot_task_curves, plot_transfer, plot_zero_shot
 from gpt1.reporting.report import Result, render_summary
 from tasks.paths import (
+    ABLATION_METRICS,
     FINETUNE_METRICS,
     LM_EVAL_METRICS,
     PRETRAIN_METRICS,
     REPORT,
     REPORT_PLOTS,
+    TRANSFER_METRICS,
+    ZERO_SHOT_METRICS,
 )
 from tasks.stage import main
 
@@ -26,6 +36,11 @@ def _read(path: Path, stage: str) -> Result:
     if not path.is_file():
         raise FileNotFoundError(f"{path}: not found (run {stage} first)")
     return json.loads(path.read_text())
+
+
+def _link(name: str) -> str:
+    """Where plot `name` (in the plots folder) lies, relative to the report."""
+    return f"{REPORT_PLOTS.relative_to(REPORT.parent).as_posix()}/{name}.png"
 
 
 def write_plots(params: Params, results: dict[str, Result], out: Path) -> dict[str, str]:
@@ -41,7 +56,23 @@ def write_plots(params: Params, results: dict[str, Result], out: Path) -> dict[s
         loss = {run["seed"]: [(e["epoch"], e["train_loss"]) for e in run["epochs"]]
                 for run in result["runs"]}
         plot_task_curves(task.title, metric, dev, loss, out / f"{name}.png")
-        links[name] = f"{REPORT_PLOTS.relative_to(REPORT.parent).as_posix()}/{name}.png"
+        links[name] = _link(name)
+    return links
+
+
+def write_analysis_plots(params: Params, analysis: Analysis, results: dict[str, Result],
+                         out: Path) -> dict[str, str]:
+    """Figure 2's PNGs, `transfer` and `zero_shot`, each where something ran; returns name ->
+    path relative to the report."""
+    links = {}
+    curves = transfer_curves(params.tasks, analysis.transfer)
+    if curves:
+        plot_transfer(curves, out / "transfer.png")
+        links["transfer"] = _link("transfer")
+    normalised, above_chance = zero_shot_curves(params.tasks, analysis.zero_shot, results)
+    if any(above_chance.values()):
+        plot_zero_shot(normalised, above_chance, out / "zero_shot.png")
+        links["zero_shot"] = _link("zero_shot")
     return links
 
 
@@ -53,13 +84,31 @@ def read_results(params: Params, root: Path = Path()) -> tuple[Result, dict[str,
     return pretrain, results
 
 
+def read_analysis(params: Params, root: Path = Path()) -> Analysis:
+    """The metrics files under `root` of every ablation (variant x task), transfer task and the
+    zero-shot scoring, as `params.analysis` names them."""
+    ablation, transfer = params.analysis.ablation, params.analysis.transfer
+    return Analysis(
+        ablation={variant: {task: _read(root / ABLATION_METRICS / variant / f"{task}.json",
+                                        f"ablation@{variant}-{task}")
+                            for task in ablation.tasks}
+                  for variant in ablation.variants},
+        transfer={task: _read(root / TRANSFER_METRICS / f"{task}.json", f"transfer@{task}")
+                  for task in transfer.tasks},
+        zero_shot=_read(root / ZERO_SHOT_METRICS, "zero_shot"))
+
+
 def run(params: Params) -> None:
     pretrain, results = read_results(params)
+    lm_eval = _read(LM_EVAL_METRICS, "lm_eval")
+    analysis = read_analysis(params)
     with atomic_dir(REPORT_PLOTS) as tmp:
         links = write_plots(params, results, tmp)
-    lm_eval = _read(LM_EVAL_METRICS, "lm_eval")
-    write_text(REPORT, render_summary(pretrain, params.tasks, results, links, lm_eval))
-    log.info("report written to %s (%d task plots)", REPORT, len(links))
+        figures = write_analysis_plots(params, analysis, results, tmp)
+    sections = analysis_sections(params.tasks, analysis, results, figures)
+    write_text(REPORT, render_summary(pretrain, params.tasks, results, links, lm_eval, sections))
+    log.info("report written to %s (%d task plots, %d analysis plots)", REPORT, len(links),
+             len(figures))
 
 
 if __name__ == "__main__":

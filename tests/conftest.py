@@ -13,6 +13,7 @@ from typing import NoReturn
 import pytest
 import torch
 
+from gpt1.config import Params
 from gpt1.presets.edit import nest, update_params
 
 REPO = Path(__file__).resolve().parents[1]
@@ -115,3 +116,11 @@ def tiny_repo(tmp_path: Path, shared_data: Path) -> Path:
         "ingest.max_dev_examples": 100,
     })
     return repo
+
+
+def analysis_stages(params: Params) -> list[str]:
+    """The analysis stages dvc.yaml declares for `params`, in its order: each ablation cell
+    (variant by variant), each transfer task, the zero-shot scoring."""
+    return [*(f"ablation@{variant}-{task}" for variant in params.analysis.ablation.variants
+              for task in params.analysis.ablation.tasks),
+            *(f"transfer@{task}" for task in params.analysis.transfer.tasks), "zero_shot"]

@@ -234,3 +234,28 @@ def test_inconsistent_registry_entry(raw: dict, tmp_path: Path, change: dict,
     assert expected in message and "tasks.sst2" in message
 
 
+
+
+@pytest.mark.parametrize(("change", "expected"), [
+    (lambda r: r["pretrain"].update(snapshots=[0, 10, 10]),
+     "pretrain.snapshots: list each step once, in increasing order, got [0, 10, 10]"),
+    (lambda r: r["pretrain"].update(snapshots=[0, 100_000]),
+     "pretrain.snapshots: steps [100000] come after max_steps (300)"),
+    (lambda r: r["analysis"]["ablation"].update(variants=["full", "bert"]),
+     "analysis.ablation.variants.1: Input should be 'full', 'no_pretrain', 'no_aux' or 'lstm'"),
+    (lambda r: r["analysis"]["ablation"]["tasks"].update(sst2=[1000, 1000]),
+     "analysis.ablation.tasks.sst2: list each train size once (null: all rows), got "
+     "[1000, 1000]"),
+    (lambda r: r["analysis"]["ablation"]["tasks"].update(imdb=[100]),
+     "analysis.ablation.tasks: ['imdb'] are not in the task registry"),
+    (lambda r: r["analysis"]["transfer"]["tasks"].update(boolq=None),
+     "analysis.transfer.tasks: ['boolq'] are not in the task registry"),
+    (lambda r: r["analysis"]["zero_shot"]["tasks"].update(sst2="sarcasm"),
+     "analysis.zero_shot.tasks.sst2: Input should be 'sentiment', 'acceptability' or 'choice'"),
+    (lambda r: r["analysis"].update(seeds=[1, 1]),
+     "analysis.seeds: list each seed once, got [1, 1]"),
+])
+def test_bad_analysis_params_name_the_key(raw: dict, tmp_path: Path, change, expected: str
+                                          ) -> None:
+    change(raw)
+    assert expected in _error(raw, tmp_path)

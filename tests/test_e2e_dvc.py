@@ -12,7 +12,7 @@ from dvc.repo import Repo
 
 from gpt1.config import load_params
 from gpt1.corpus.shards import sha256_file
-from tests.conftest import dvc, edit_params, run
+from tests.conftest import analysis_stages, dvc, edit_params, run
 
 pytestmark = pytest.mark.e2e
 
@@ -34,9 +34,10 @@ def test_dvc_repro_end_to_end(tiny_repo: Path) -> None:
     heldout = "corpus/books/pg74_tom_sawyer.txt"  # tiny_repo pretrains on Alice alone
     edit_params(tiny_repo, **{"lm_eval.files": [heldout]})
     first = dvc("repro", cwd=tiny_repo)
-    tasks = list(load_params(tiny_repo / "params.yaml").tasks)
+    params = load_params(tiny_repo / "params.yaml")
     assert ran_stages(first.stdout) == ["ingest", "clean", "bpe", "tokenize", "pretrain",
-                                        *[f"finetune@{t}" for t in tasks], "lm_eval", "report"]
+                                        "pretrain_lstm", *[f"finetune@{t}" for t in params.tasks],
+                                        "lm_eval", *analysis_stages(params), "report"]
     outputs = declared_outputs(tiny_repo)
     assert len(outputs) >= 10
     for path in outputs:

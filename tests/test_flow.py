@@ -15,16 +15,17 @@ import pytest
 
 from flows.dag import rerun_order, run_order
 from gpt1.config import load_params
-from tests.conftest import REPO, dvc, edit_params, run
+from tests.conftest import REPO, analysis_stages, dvc, edit_params, run
 
 pytestmark = pytest.mark.e2e
 
 
 def test_stage_order_comes_from_dvc_yaml() -> None:
     order = run_order(REPO)
-    finetunes = [f"finetune@{task}" for task in load_params(REPO / "params.yaml").tasks]
-    assert order == ["ingest", "clean", "bpe", "tokenize", "pretrain", *finetunes, "lm_eval",
-                     "report"]
+    params = load_params(REPO / "params.yaml")
+    finetunes = [f"finetune@{task}" for task in params.tasks]
+    assert order == ["ingest", "clean", "bpe", "tokenize", "pretrain", "pretrain_lstm",
+                     *finetunes, "lm_eval", *analysis_stages(params), "report"]
     assert rerun_order(REPO, "finetune@sst2") == ["ingest", "clean", "bpe", "tokenize",
                                                   "pretrain", "finetune@sst2", "report"]
     with pytest.raises(ValueError, match="no stage 'finetune@nope'"):

@@ -119,3 +119,11 @@ def test_held_out_text_sits_beside_the_val_loss_and_the_unigram_baseline() -> No
     skipped = render_summary(PRETRAIN, TASKS, {"sst2": SST2},
                              lm_eval={"run": False, "reason": "no held-out text named"})
     assert "Not scored: no held-out text named." in skipped
+
+
+def test_further_sections_follow_the_task_figures() -> None:
+    sections = ["## Ablations (Table 5)", "", "Nothing ran: no data.", ""]
+    text = render_summary(PRETRAIN, TASKS, {"sst2": SST2}, sections=sections)
+    assert text.index("## Fine-tuning") < text.index("Radford et al. 2018, Tables 2-4") \
+        < text.index("## Ablations (Table 5)")
+    assert text.endswith("\n\n## Ablations (Table 5)\n\nNothing ran: no data.\n")

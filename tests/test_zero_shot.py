@@ -13,11 +13,15 @@ import torch
 from sklearn.metrics import matthews_corrcoef
 
 from gpt1.downstream.zero_shot import (
+    Examples,
+    ZeroShotTask,
     best_threshold,
     choose_answer,
     choose_by_word,
     continuation_logprobs,
     mean_logprobs,
+    zero_shot_predictions,
+    zero_shot_score,
 )
 from gpt1.model.trunk import Trunk, TrunkConfig
 
@@ -133,3 +137,43 @@ def test_a_real_trunk_scores_each_pair_as_it_would_alone(trunk: str) -> None:
                                                      seq[0, 1:]]
         scored = len(cont) if ctx else len(cont) - 1
         assert got == pytest.approx(expected[-scored:].detach().numpy(), abs=1e-5)
+
+
+def _accuracy(labels: np.ndarray, predictions: np.ndarray) -> float:
+    return 100.0 * float((labels == predictions).mean())
+
+
+def test_each_heuristic_scores_the_lms_answers_with_the_tasks_metric() -> None:
+    """After VERY the LM expects POS; after C it expects D; A B and B C are its favourite
+    bigrams: its answers are known, and so are their scores."""
+    model = _uniform_but(**{f"t{VERY}": (POS, 4.0), f"t{C}": (D, 4.0), f"t{A}": (B, 4.0),
+                            f"t{B}": (C, 4.0)})
+    sentiment = ZeroShotTask("sentiment", Examples([[A], [B], [C], [D]], np.array([1, 1, 1, 0])),
+                             _accuracy, cue=[VERY], words=[[NEG], [POS]])
+    assert zero_shot_predictions(model, sentiment).tolist() == [1, 1, 1, 1]
+    assert zero_shot_score(model, sentiment) == 75.0
+
+    choice = ZeroShotTask("choice", Examples([[C], [A, C]], np.array([0, 0]),
+                                             [[[D, D], [E]], [[A], [D]]]), _accuracy)
+    assert zero_shot_predictions(model, choice).tolist() == [0, 1]
+    assert zero_shot_score(model, choice) == 50.0
+
+    def mcc(labels: np.ndarray, predictions: np.ndarray) -> float:
+        return 100.0 * matthews_corrcoef(labels, predictions)
+
+    # mean log-probabilities about -1.45, -0.12 | -4.12, -2.08: the threshold falls between
+    train = Examples([[A, B, C, E], [B, C], [C, A, E], [E, E]], np.array([1, 1, 0, 0]))
+    dev = Examples([[E, D, A], [A, B], [D, E]], np.array([1, 1, 0]))  # the first is mislabelled
+    acceptability = ZeroShotTask("acceptability", dev, mcc, train=train)
+    assert zero_shot_predictions(model, acceptability).tolist() == [0, 1, 0]
+    assert zero_shot_score(model, acceptability) == pytest.approx(mcc(dev.labels,
+                                                                     np.array([0, 1, 0])))
+
+
+@pytest.mark.parametrize("heuristic, needs", [("sentiment", "two words or more"),
+                                              ("acceptability", "train examples"),
+                                              ("choice", "the dev examples' choices")])
+def test_a_heuristic_without_what_it_needs_is_refused(heuristic: str, needs: str) -> None:
+    with pytest.raises(ValueError, match=f"the {heuristic} heuristic needs {needs}"):
+        ZeroShotTask(heuristic, Examples([[A]], np.array([0])), _accuracy,  # type: ignore[arg-type]
+                     words=[[NEG]])

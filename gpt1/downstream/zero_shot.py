@@ -11,13 +11,20 @@ language model alone, before any fine-tuning, to see what pretraining taught it.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
+from gpt1.config import Heuristic
 from gpt1.model.trunk import Trunk
 
 Sequence = list[int]
+Metric = Callable[[np.ndarray, np.ndarray], float]  # (labels, predictions) -> score
+
+# SST-2's prompt: the text, then the cue, then one of the words, in label order (label 1 positive)
+SENTIMENT_CUE = "very"
+SENTIMENT_WORDS = ("negative", "positive")
 
 
 @torch.no_grad()
@@ -84,8 +91,7 @@ def choose_answer(model: Trunk, contexts: list[Sequence], choices: list[list[Seq
     return scores.reshape(len(contexts), -1).argmax(axis=1)
 
 
-def best_threshold(scores: np.ndarray, labels: np.ndarray,
-                   metric: Callable[[np.ndarray, np.ndarray], float]) -> float:
+def best_threshold(scores: np.ndarray, labels: np.ndarray, metric: Metric) -> float:
     """CoLA's heuristic, fitted: the threshold on `scores` (a sentence is acceptable, label 1,
     at or above it) that gives the best `metric(labels, predictions)` on these examples."""
     candidates = np.unique(scores[np.isfinite(scores)])
@@ -93,3 +99,59 @@ def best_threshold(scores: np.ndarray, labels: np.ndarray,
         raise ValueError("no finite score to choose a threshold from")
     results = [metric(labels, (scores >= t).astype(np.int64)) for t in candidates]
     return float(candidates[int(np.argmax(results))])
+
+
+@dataclass(frozen=True)
+class Examples:
+    """One split of a task in token ids: each example's text (for a choice, its context and
+    question), its candidate answers (choice only) and its label (the label's or answer's index)."""
+
+    texts: list[Sequence]
+    labels: np.ndarray
+    choices: list[list[Sequence]] | None = None
+
+
+@dataclass(frozen=True)
+class ZeroShotTask:
+    """A task as a heuristic answers it: the examples scored (`dev`) by `metric`, and what the
+    heuristic needs besides: sentiment, the cue and one word per label, in label order;
+    acceptability, the examples its threshold is fitted on (`train`); choice, `dev.choices`."""
+
+    heuristic: Heuristic
+    dev: Examples
+    metric: Metric
+    train: Examples | None = None
+    cue: Sequence = field(default_factory=list)
+    words: list[Sequence] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        given = {"sentiment": len(self.words) >= 2, "acceptability": self.train is not None,
+                 "choice": self.dev.choices is not None}
+        if not given[self.heuristic]:
+            needs = {"sentiment": "two words or more", "acceptability": "train examples",
+                     "choice": "the dev examples' choices"}
+            raise ValueError(f"the {self.heuristic} heuristic needs {needs[self.heuristic]}")
+
+
+def _sentence_scores(model: Trunk, examples: Examples, batch_size: int) -> np.ndarray:
+    return mean_logprobs(model, [[] for _ in examples.texts], examples.texts, batch_size)
+
+
+def zero_shot_predictions(model: Trunk, task: ZeroShotTask, batch_size: int = 32) -> np.ndarray:
+    """The heuristic's answer to each of `task.dev`'s examples: a label's index (for
+    acceptability, 1 where the sentence's score reaches the threshold fitted on `task.train`),
+    or a choice's."""
+    if task.heuristic == "sentiment":
+        return choose_by_word(model, task.dev.texts, task.cue, task.words, batch_size)
+    if task.heuristic == "choice":
+        assert task.dev.choices is not None  # ZeroShotTask checks it
+        return choose_answer(model, task.dev.texts, task.dev.choices, batch_size)
+    assert task.train is not None  # ZeroShotTask checks it
+    threshold = best_threshold(_sentence_scores(model, task.train, batch_size),
+                               task.train.labels, task.metric)
+    return (_sentence_scores(model, task.dev, batch_size) >= threshold).astype(np.int64)
+
+
+def zero_shot_score(model: Trunk, task: ZeroShotTask, batch_size: int = 32) -> float:
+    """`task.metric` of the heuristic's answers on `task.dev`."""
+    return task.metric(task.dev.labels, zero_shot_predictions(model, task, batch_size))

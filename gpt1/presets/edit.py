@@ -27,9 +27,10 @@ def load_preset(name: str) -> dict:
     return read_yaml(preset.read_text(encoding="utf-8"))
 
 
-# Mappings whose keys are the user's to choose (a new task, a task's override); elsewhere a key
-# that params.yaml lacks is a typo.
-_OPEN_MAPPINGS = re.compile(r"tasks\.|tasks\.[^.]+\.(overrides|paper|files)\.")
+# Mappings whose keys are the user's to choose (a new task, a task's override, the tasks an
+# analysis runs); elsewhere a key that params.yaml lacks is a typo.
+_OPEN_MAPPINGS = re.compile(r"tasks\.|tasks\.[^.]+\.(overrides|paper|files)\."
+                            r"|analysis\.(ablation|transfer|zero_shot)\.tasks\.")
 
 
 def _overlay(target: dict, overlay: dict, where: str) -> None:

@@ -1,4 +1,6 @@
-"""Per-task fine-tuning curves as PNG: a dev metric and the training loss by epoch, per seed."""
+"""The report's figures as PNG: per-task fine-tuning curves (a dev metric and the training loss
+by epoch, per seed) and the paper's Figure 2 (layers transferred; zero-shot scores over
+pretraining)."""
 
 from __future__ import annotations
 
@@ -11,7 +13,10 @@ matplotlib.use("Agg")  # files only: no display, no GUI toolkit
 import matplotlib.pyplot as plt
 from matplotlib.ticker import MaxNLocator
 
-Curve = list[tuple[int, float]]  # (epoch, value)
+Curve = list[tuple[int, float]]  # (epoch, value); (step, value) for the zero-shot curves
+Band = tuple[int, float, float, float]  # (layers transferred, median, min, max) over seeds
+TrunkCurves = dict[str, dict[str, Curve]]  # trunk -> task -> curve
+LINE_STYLES = {"solid": "-", "dashed": "--", "dotted": ":", "dash-dotted": "-."}  # per trunk
 
 
 def plot_task_curves(title: str, metric: str, dev: dict[int, Curve], loss: dict[int, Curve],
@@ -28,5 +33,62 @@ def plot_task_curves(title: str, metric: str, dev: dict[int, Curve], loss: dict[
         axes.grid(alpha=0.3)
     left.legend(fontsize="small")
     fig.suptitle(title)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def plot_transfer(curves: dict[str, list[Band]], path: Path) -> None:
+    """Figure 2 (left): a dev score against the pretrained layers transferred, one line per
+    label through the medians over seeds, shaded from the min to the max."""
+    fig, axes = plt.subplots(figsize=(5.5, 3.8), constrained_layout=True)
+    for label, bands in curves.items():
+        ks, medians, lows, highs = zip(*bands, strict=True)
+        (line,) = axes.plot(ks, medians, marker="o", label=label)
+        axes.fill_between(ks, lows, highs, color=line.get_color(), alpha=0.2, linewidth=0)
+    axes.set_xlabel("pretrained layers transferred")
+    axes.xaxis.set_major_locator(MaxNLocator(integer=True))
+    axes.set_ylabel("dev score (median, min-max over seeds)")
+    axes.grid(alpha=0.3)
+    axes.legend(fontsize="small")
+    fig.suptitle("Layers transferred")
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def plot_zero_shot(normalised: TrunkCurves, above_chance: TrunkCurves, path: Path) -> None:
+    """Figure 2 (right): each task's zero-shot score against pretraining updates (a symlog axis,
+    so that step 0 shows), normalised (0: chance, 1: the fine-tuned figure) on the left and in
+    points above chance on the right. One colour per task; one line style per trunk, in the order
+    of `LINE_STYLES`."""
+    panels = (normalised, above_chance)
+    tasks = list(dict.fromkeys(task for p in panels for curves in p.values() for task in curves))
+    trunks = list(dict.fromkeys(trunk for p in panels for trunk in p))
+    colour = {task: f"C{i % 10}" for i, task in enumerate(tasks)}
+    styles = list(LINE_STYLES.values())
+    style = {trunk: styles[i % len(styles)] for i, trunk in enumerate(trunks)}
+    steps = [step for p in panels for curves in p.values() for c in curves.values()
+             for step, _ in c if step > 0]
+    linthresh = min(steps, default=1)
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4), constrained_layout=True)
+    labels = ("relative to fine-tuned (0 chance, 1 fine-tuned)", "points above chance")
+    for ax, trunk_curves, label in zip(axes, panels, labels, strict=True):
+        for trunk, curves in trunk_curves.items():
+            for task, points in curves.items():
+                xs, ys = zip(*points, strict=True)
+                ax.plot(xs, ys, color=colour[task], linestyle=style[trunk], marker=".",
+                        label=f"{task} ({trunk})")
+        if any(trunk_curves.values()):
+            ax.legend(fontsize="small")
+        else:
+            ax.text(0.5, 0.5, "no task to show", ha="center", va="center",
+                    transform=ax.transAxes)
+        ax.axhline(0, color="grey", linewidth=0.8)
+        ax.set_xscale("symlog", linthresh=linthresh)
+        ax.set_xlim(left=0)
+        ax.set_xlabel("pretraining updates")
+        ax.set_ylabel(label)
+        ax.grid(alpha=0.3)
+    axes[0].axhline(1, color="grey", linewidth=0.8, linestyle="--")
+    fig.suptitle("Zero-shot behaviour over pretraining")
     fig.savefig(path, dpi=100)
     plt.close(fig)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import statistics
+from collections.abc import Sequence
 from typing import Any
 
 from gpt1.config import TaskParams
@@ -61,6 +62,11 @@ def _spread(summary: dict[str, float]) -> str:
     return f"[{summary['min']:.1f}, {summary['max']:.1f}]"
 
 
+def median_spread(summary: dict[str, float]) -> str:
+    """A figure over seeds as "median [min, max]", one decimal each."""
+    return f"{_figure(summary)} {_spread(summary)}"
+
+
 def _task_rows(name: str, task: TaskParams, result: Result, plot: str | None) -> list[str]:
     if not result["run"]:
         return [f"| {task.title} | | | not run: {result['reason']} | | | |"]
@@ -96,10 +102,11 @@ def glue_average(tasks: dict[str, TaskParams], results: dict[str, Result]) -> fl
 
 
 def render_summary(pretrain: Result, tasks: dict[str, TaskParams], results: dict[str, Result],
-                   plots: dict[str, str] | None = None, lm_eval: Result | None = None) -> str:
+                   plots: dict[str, str] | None = None, lm_eval: Result | None = None,
+                   sections: Sequence[str] = ()) -> str:
     """Markdown for `reports/summary.md`: pretraining, the held-out text's loss (`lm_eval`), then
     a row per task and dev split (the median over seeds, its spread, the paper's figure), in
-    registry order."""
+    registry order; then the lines of further `sections`."""
     plots = plots or {}
     lines = ["# gpt1 benchmark report", "", *_pretrain_section(pretrain),
              *(_heldout_section(lm_eval) if lm_eval is not None else []),
@@ -119,6 +126,7 @@ def render_summary(pretrain: Result, tasks: dict[str, TaskParams], results: dict
         "Ours: dev sets (Story Cloze: the 374 stories held out of the 2016 validation set); the "
         "paper's figures (Radford et al. 2018, Tables 2-4) are mostly test-set figures.",
         "",
+        *sections,
     ]
     return "\n".join(lines)
 

@@ -1,0 +1,58 @@
+"""Stage `transfer@<task>` (paper Figure 2, left): one task (`analysis.transfer.tasks`, at its
+train size) fine-tuned from the
+embeddings and first k pretrained blocks, the rest freshly initialised, for k = 0 .. n_layer,
+once per seed (k = 0 is a model that was not pretrained, k = n_layer the whole of it)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+
+from gpt1.atomic import write_text
+from gpt1.config import Params
+from gpt1.model.registry import load_model
+from gpt1.model.transfer import transfer_layers
+from gpt1.model.transformer import GPT1
+from tasks.cells import fine_tune_cell, load_cell
+from tasks.paths import PRETRAIN_DIR, TRANSFER_METRICS
+from tasks.stage import main
+
+log = logging.getLogger("tasks.transfer")  # run as __main__: named by its module path
+
+
+def run(params: Params, task: str) -> None:
+    if task not in params.analysis.transfer.tasks:
+        raise ValueError(f"task {task!r} is not in analysis.transfer.tasks "
+                         f"({sorted(params.analysis.transfer.tasks)})")
+    loaded = load_cell(params, task)
+    out = TRANSFER_METRICS / f"{task}.json"
+    if isinstance(loaded, str):
+        write_text(out, json.dumps({"task": task, "run": False, "reason": loaded}, indent=2)
+                   + "\n")
+        log.info("%s not run: %s", task, loaded)
+        return
+    cell = loaded.at_size(params.analysis.transfer.tasks[task])
+    pretrained = load_model(PRETRAIN_DIR)
+    if not isinstance(pretrained, GPT1):
+        raise ValueError(f"{PRETRAIN_DIR}: layers are transferred from a GPT-1 model, not a "
+                         f"{pretrained.config.model_type}")
+    n_layer = pretrained.config.n_layer
+    layers, shared = [], {}
+    for k in range(n_layer + 1):
+        result = fine_tune_cell(params, cell,
+                                lambda seed, k=k: transfer_layers(pretrained, k, seed))
+        layers.append({"k": k, "dev": result.pop("dev"), "runs": result.pop("runs")})
+        shared = result  # the same for every k: metrics, seeds, λ, example counts
+        log.info("%s, %d of %d blocks transferred: %s", task, k, n_layer, layers[-1]["dev"])
+    write_text(out, json.dumps({"task": task, "run": True,
+                                "max_train_examples": params.analysis.transfer.tasks[task],
+                                **shared, "n_layer": n_layer, "layers": layers}, indent=2) + "\n")
+
+
+def _task_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--task", required=True, help="a task of analysis.transfer.tasks")
+
+
+if __name__ == "__main__":
+    main("transfer", run, extra=_task_arg)

@@ -1,0 +1,107 @@
+"""The paper's evidence as DVC stages, end to end on the tiny preset: Table 5's ablation cells,
+Figure 2's layers transferred and zero-shot snapshots, in the report; one cell re-run alone."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gpt1.model.lstm import LSTM
+from gpt1.model.registry import load_model
+from gpt1.model.transformer import GPT1
+from tests.conftest import dvc, edit_params
+from tests.test_e2e_dvc import ran_stages
+
+pytestmark = pytest.mark.e2e
+
+SEEDS = [7, 8]
+SNAPSHOTS = [0, 5, 20]  # the tiny preset's
+
+
+def _json(repo: Path, rel: str) -> dict:
+    return json.loads((repo / rel).read_text())
+
+
+def _untimed(runs: list[dict]) -> list[dict]:
+    """Seed runs without their wall time: what two equal runs share."""
+    return [{k: v for k, v in run.items() if k != "seconds"} for run in runs]
+
+
+def test_analysis_stages_end_to_end(tiny_repo: Path) -> None:
+    edit_params(tiny_repo, **{
+        "finetune.tasks": ["sst2", "cola", "story_cloze"],
+        "analysis.seeds": SEEDS,
+        "analysis.ablation.tasks": {"sst2": [60, 120], "story_cloze": [None], "rte": [None]},
+        "analysis.transfer.tasks": {"story_cloze": None},
+        "analysis.zero_shot.max_examples": 40,
+    })
+    first = dvc("repro", cwd=tiny_repo)
+    ran = ran_stages(first.stdout)
+    variants = ["full", "no_pretrain", "no_aux", "lstm"]
+    cells = [f"ablation@{v}-{t}" for v in variants for t in ("sst2", "story_cloze", "rte")]
+    assert {"pretrain_lstm", *cells, "transfer@story_cloze", "zero_shot", "report"} <= set(ran)
+
+    # Table 5's cells: every variant on every task and size with the same seeds and data
+    for variant in variants:
+        for task, sizes in (("sst2", [60, 120]), ("story_cloze", [300])):
+            result = _json(tiny_repo, f"metrics/ablation/{variant}/{task}.json")
+            assert result["run"], (variant, task)
+            assert [s["train_examples"] for s in result["sizes"]] == sizes
+            for size in result["sizes"]:
+                assert size["seeds"] == SEEDS and size["eval_examples"] == {"dev": 100}
+                assert [r["seed"] for r in size["runs"]] == SEEDS
+                assert size["lm_coef"] == (0.0 if variant == "no_aux" else 0.5)
+        # a task that ingest did not keep (not in finetune.tasks) says why
+        rte = _json(tiny_repo, f"metrics/ablation/{variant}/rte.json")
+        assert rte == {"variant": variant, "task": "rte", "run": False,
+                       "reason": "task rte: not in finetune.tasks"}
+    full = _json(tiny_repo, "metrics/ablation/full/story_cloze.json")["sizes"][0]
+    no_pretrain = _json(tiny_repo, "metrics/ablation/no_pretrain/story_cloze.json")["sizes"][0]
+    assert _untimed(full["runs"]) != _untimed(no_pretrain["runs"])
+
+    # Figure 2 left: k = 0 is the model that was not pretrained and k = n_layer the whole
+    # pretrained one, so those ends repeat the ablation's figures exactly
+    transfer = _json(tiny_repo, "metrics/transfer/story_cloze.json")
+    assert transfer["run"] and transfer["n_layer"] == 2
+    assert [layer["k"] for layer in transfer["layers"]] == [0, 1, 2]
+    assert _untimed(transfer["layers"][0]["runs"]) == _untimed(no_pretrain["runs"])
+    assert _untimed(transfer["layers"][2]["runs"]) == _untimed(full["runs"])
+
+    # the LSTM control: pretrained on the same shards for the same steps, at most the
+    # Transformer's size; both trunks keep their snapshots, which load
+    gpt1_metrics = _json(tiny_repo, "metrics/pretrain.json")
+    lstm_metrics = _json(tiny_repo, "metrics/pretrain_lstm.json")
+    assert lstm_metrics["model_type"] == "lstm"
+    assert lstm_metrics["tokens"] == gpt1_metrics["tokens"]
+    assert 0.8 * gpt1_metrics["parameters"] < lstm_metrics["parameters"] \
+        <= gpt1_metrics["parameters"]
+    for folder, trunk in (("pretrain", GPT1), ("pretrain_lstm", LSTM)):
+        snapshots = sorted((tiny_repo / "artifacts" / folder / "snapshots").iterdir())
+        assert [p.name for p in snapshots] == [f"step-{s:08d}" for s in SNAPSHOTS]
+        assert all(isinstance(load_model(p), trunk) for p in snapshots)
+
+    # Figure 2 right: each snapshot of each trunk scored without fine-tuning
+    zero_shot = _json(tiny_repo, "metrics/zero_shot.json")
+    assert set(zero_shot["trunks"]) == {"gpt1", "lstm"}
+    for trunk in zero_shot["trunks"].values():
+        assert trunk["steps"] == SNAPSHOTS
+        assert set(trunk["scores"]) == {"sst2", "cola", "story_cloze"}
+    assert zero_shot["tasks"]["race"]["run"] is False
+
+    report = (tiny_repo / "reports" / "summary.md").read_text()
+    for plot in ("transfer.png", "zero_shot.png"):
+        assert (tiny_repo / "reports" / "plots" / plot).is_file()
+        assert f"plots/{plot}" in report
+    assert "Table 5" in report
+
+    # one cell re-runs alone when its sizes change; the others stay as they were
+    edit_params(tiny_repo, **{"analysis.ablation.tasks.sst2": [80]})
+    single = dvc("repro", "ablation@no_pretrain-sst2", cwd=tiny_repo)
+    assert ran_stages(single.stdout) == ["ablation@no_pretrain-sst2"]
+    sizes = _json(tiny_repo, "metrics/ablation/no_pretrain/sst2.json")["sizes"]
+    assert [s["train_examples"] for s in sizes] == [80]
+    status = dvc("status", cwd=tiny_repo).stdout
+    assert "ablation@full-sst2" in status and "ablation@no_pretrain-sst2" not in status
+    assert "ablation@full-story_cloze" not in status

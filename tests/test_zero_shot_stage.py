@@ -1,0 +1,152 @@
+"""tasks.zero_shot: the sample tasks as ingest writes them, a tokenizer and snapshots of a tiny
+GPT-1, one of them rigged to say "positive" after anything and one "negative"; the metrics file
+has the shape the report reads, a task without data is not run, and a trunk that was not
+pretrained is left out."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+import torch
+
+from gpt1.config import Params, parse_params, read_yaml
+from gpt1.corpus.bpe import GPT1Tokenizer, train_bpe
+from gpt1.model.lstm import LSTM, LSTMConfig
+from gpt1.model.registry import save_model
+from gpt1.model.transformer import GPT1, GPT1Config
+from tasks import ingest, zero_shot
+from tasks.paths import (
+    PRETRAIN_DIR,
+    PRETRAIN_LSTM_DIR,
+    PRETRAIN_SNAPSHOTS,
+    RAW_TASKS,
+    ZERO_SHOT_METRICS,
+)
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+CAP = 15  # analysis.zero_shot.max_examples: below every split's rows
+STEPS = {0: None, 5: "positive", 20: "negative"}  # step -> the word its model always predicts
+
+
+def raw_params(**zero_shot: object) -> dict[str, Any]:
+    raw = read_yaml((REPO / "params.yaml").read_text(encoding="utf-8"))
+    raw["ingest"].update({"root": str(REPO / "gpt1" / "sample_data"),
+                          "corpus": ["corpus/01_*.txt"], "max_train_examples": 40,
+                          "max_dev_examples": 30})
+    raw["finetune"]["tasks"] = "all"  # a task without data is recorded as not run
+    raw["pretrain"].update({"device": "cpu", "precision": "fp32"})
+    raw["analysis"]["zero_shot"].update({"max_examples": CAP, "batch_size": 8, **zero_shot})
+    return raw
+
+
+def tokenizer() -> GPT1Tokenizer:
+    """Trained on SST-2's sentences and the sentiment prompt's words, each of them one token."""
+    texts = pq.read_table(RAW_TASKS / "sst2" / "train.parquet").column("text").to_pylist()
+    tok = GPT1Tokenizer(train_bpe([*texts, *["very negative positive"] * 200], 300, 2))
+    tok.backend.save(str(PRETRAIN_DIR / "tokenizer.json"))
+    assert all(len(tok.encode(word)) == 1 for word in ("very", "negative", "positive"))
+    return tok
+
+
+def gpt1_snapshot(tok: GPT1Tokenizer, step: int, word: str | None) -> None:
+    """A tiny GPT-1; rigged to predict `word` next whatever it reads (its last LayerNorm gives
+    every position the same state, which the tied head scores highest for `word`)."""
+    torch.manual_seed(step)
+    model = GPT1(GPT1Config(vocab_size=tok.vocab_size, n_ctx=32, n_embd=16, n_layer=1, n_head=2))
+    if word is not None:
+        with torch.no_grad():
+            model.h[-1].ln_2.weight.zero_()
+            model.h[-1].ln_2.bias.copy_(torch.eye(16)[0])
+            model.tokens_embed.weight[tok.encode(word)[0], 0] = 20.0
+    folder = PRETRAIN_DIR / PRETRAIN_SNAPSHOTS / f"step-{step:08d}"
+    folder.mkdir(parents=True)
+    save_model(model, folder)
+
+
+@pytest.fixture()
+def params(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Params:
+    """Ingested sample tasks, the tokenizer and GPT-1 snapshots of `STEPS`, the LSTM not
+    pretrained."""
+    monkeypatch.chdir(tmp_path)
+    parsed = parse_params(raw_params())
+    ingest.run(parsed)
+    PRETRAIN_DIR.mkdir(parents=True)
+    tok = tokenizer()
+    for step, word in STEPS.items():
+        gpt1_snapshot(tok, step, word)
+    PRETRAIN_LSTM_DIR.mkdir(parents=True)
+    (PRETRAIN_LSTM_DIR / "status.json").write_text(
+        json.dumps({"run": False, "reason": "lstm is not in analysis.ablation.variants"}))
+    return parsed
+
+
+def metrics() -> dict[str, Any]:
+    return json.loads(ZERO_SHOT_METRICS.read_text())
+
+
+def test_every_snapshot_scores_every_task_with_data(params: Params) -> None:
+    zero_shot.run(params)
+    out = metrics()
+    assert set(out) == {"tasks", "trunks", "seconds"} and out["seconds"] >= 0
+    tasks = out["tasks"]
+    assert tasks["sst2"] == {"run": True, "heuristic": "sentiment", "metric": "accuracy",
+                             "split": "dev", "chance": 50.0, "examples": CAP}
+    assert tasks["cola"] == {"run": True, "heuristic": "acceptability", "metric": "mcc",
+                             "split": "dev", "chance": 0.0, "examples": CAP,
+                             "train_examples": CAP}
+    assert tasks["story_cloze"] == {"run": True, "heuristic": "choice", "metric": "accuracy",
+                                    "split": "dev", "chance": 50.0, "examples": CAP}
+    race = json.loads((RAW_TASKS / "race" / "status.json").read_text())
+    assert tasks["race"] == {"run": False, "reason": race["reason"]}
+    assert race["reason"].startswith("data not found at ")
+
+    assert list(out["trunks"]) == ["gpt1"]  # the LSTM was not pretrained
+    gpt1 = out["trunks"]["gpt1"]
+    assert gpt1["steps"] == list(STEPS)
+    assert set(gpt1["scores"]) == {"sst2", "cola", "story_cloze"}
+    for name, scores in gpt1["scores"].items():
+        low = -100.0 if tasks[name]["metric"] == "mcc" else 0.0
+        assert len(scores) == len(STEPS) and all(low <= s <= 100.0 for s in scores), name
+
+
+def test_sentiment_reads_label_1_as_positive_on_the_first_rows(params: Params) -> None:
+    """The model that always says "positive" answers label 1 to each of the first CAP dev
+    sentences, the one that says "negative" label 0: their accuracies are the labels' shares."""
+    zero_shot.run(params)
+    labels = pq.read_table(RAW_TASKS / "sst2" / "dev.parquet").column("label").to_numpy()[:CAP]
+    positive = round(100.0 * float(np.mean(labels == 1)), 2)
+    assert positive != 50.0  # else swapping the words would go unnoticed
+    assert metrics()["trunks"]["gpt1"]["scores"]["sst2"][1:] == pytest.approx(
+        [positive, 100.0 - positive], abs=0.01)
+
+
+def test_a_pretrained_lstm_is_scored_beside_the_transformer(params: Params) -> None:
+    shutil.rmtree(PRETRAIN_LSTM_DIR)
+    torch.manual_seed(0)
+    vocab = GPT1Tokenizer.load(PRETRAIN_DIR / "tokenizer.json").vocab_size
+    for step in (0, 300):
+        folder = PRETRAIN_LSTM_DIR / PRETRAIN_SNAPSHOTS / f"step-{step:08d}"
+        folder.mkdir(parents=True)
+        save_model(LSTM(LSTMConfig(vocab_size=vocab, n_ctx=32, n_embd=16)), folder)
+    zero_shot.run(params)
+    lstm = metrics()["trunks"]["lstm"]
+    assert lstm["steps"] == [0, 300]
+    assert {name: len(scores) for name, scores in lstm["scores"].items()} == {
+        "sst2": 2, "cola": 2, "story_cloze": 2}
+
+
+def test_a_heuristic_that_cannot_answer_the_task_fails_naming_the_key(params: Params) -> None:
+    bad = parse_params(raw_params(tasks={"rte": "sentiment"}))
+    with pytest.raises(ValueError, match=r"^analysis\.zero_shot\.tasks\.rte: the sentiment "
+                                         r"heuristic answers classification tasks; rte is "
+                                         r"entailment$"):
+        zero_shot.run(bad)
+    assert not ZERO_SHOT_METRICS.exists()
