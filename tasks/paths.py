@@ -23,4 +23,4 @@ PRETRAIN_LSTM_METRICS = Path("metrics/pretrain_lstm.json")
 PRETRAIN_LSTM_LIVE = Path("dvclive/pretrain_lstm")
 ABLATION_METRICS = Path("metrics/ablation")  # <variant>/<cell>.json
 TRANSFER_METRICS = Path("metrics/transfer")  # <cell>.json
-ZERO_SHOT_METRICS = Path("metrics/zero_shot.json")
+ZERO_SHOT_METRICS = Path("metrics/zero_shot")  # <task>.json

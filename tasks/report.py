@@ -85,8 +85,8 @@ def read_results(params: Params, root: Path = Path()) -> tuple[Result, dict[str,
 
 
 def read_analysis(params: Params, root: Path = Path()) -> Analysis:
-    """The metrics files under `root` of every ablation (variant x task), transfer task and the
-    zero-shot scoring, as `params.analysis` names them."""
+    """The metrics files under `root` of every ablation (variant x task), transfer task and
+    zero-shot task, as `params.analysis` names them."""
     ablation, transfer = params.analysis.ablation, params.analysis.transfer
     return Analysis(
         ablation={variant: {task: _read(root / ABLATION_METRICS / variant / f"{task}.json",
@@ -95,7 +95,26 @@ def read_analysis(params: Params, root: Path = Path()) -> Analysis:
                   for variant in ablation.variants},
         transfer={task: _read(root / TRANSFER_METRICS / f"{task}.json", f"transfer@{task}")
                   for task in transfer.tasks},
-        zero_shot=_read(root / ZERO_SHOT_METRICS, "zero_shot"))
+        zero_shot=combine_zero_shot({
+            task: _read(root / ZERO_SHOT_METRICS / f"{task}.json", f"zero_shot@{task}")
+            for task in params.analysis.zero_shot.tasks}))
+
+
+def combine_zero_shot(per_task: dict[str, Result]) -> Result:
+    """The zero-shot stages' files as one: each task's entry, and per trunk the snapshot steps
+    with each task's scores at them."""
+    tasks = {name: {k: v for k, v in result.items() if k not in ("task", "trunks", "seconds")}
+             for name, result in per_task.items()}
+    trunks: dict[str, Result] = {}
+    for name, result in per_task.items():
+        for trunk, curve in result.get("trunks", {}).items():
+            combined = trunks.setdefault(trunk, {"steps": curve["steps"], "scores": {}})
+            if combined["steps"] != curve["steps"]:
+                raise ValueError(f"{ZERO_SHOT_METRICS / name}.json: {trunk}'s snapshots "
+                                 f"{curve['steps']} differ from the other tasks' "
+                                 f"{combined['steps']}: re-run the zero_shot stages")
+            combined["scores"][name] = curve["scores"]
+    return {"tasks": tasks, "trunks": trunks}
 
 
 def run(params: Params) -> None:

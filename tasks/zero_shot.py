@@ -1,9 +1,11 @@
-"""Stage `zero_shot` (paper §5, Figure 2 right): every pretraining snapshot, of the Transformer and
-of the LSTM, answers the tasks of `analysis.zero_shot` by a heuristic alone, without fine-tuning
-(`gpt1.downstream.zero_shot`), scored on the task's first metric as fine-tuning scores it."""
+"""Stage `zero_shot@<task>` (paper §5, Figure 2 right): every pretraining snapshot, of the
+Transformer and of the LSTM, answers a task of `analysis.zero_shot` by its heuristic alone,
+without fine-tuning (`gpt1.downstream.zero_shot`), scored on the task's first metric as
+fine-tuning scores it."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import logging
 import re
@@ -139,46 +141,46 @@ def trunk_snapshots(trunk: str, model_dir: Path) -> dict[int, Path]:
     return found
 
 
-def score_snapshots(trunk: str, snapshots: dict[int, Path], tasks: dict[str, ZeroShotTask],
+def score_snapshots(trunk: str, snapshots: dict[int, Path], name: str, task: ZeroShotTask,
                     batch_size: int, place: Placement) -> dict[str, Any]:
-    """Each task's score at each snapshot, in step order."""
-    scores: dict[str, list[float]] = {name: [] for name in tasks}
+    """The task's score at each snapshot, in step order."""
+    scores = []
     for step, folder in snapshots.items():
         model = load_model(folder).to(place.device)
         with autocast(place.device, place.dtype):
-            for name, task in tasks.items():
-                scores[name].append(round(zero_shot_score(model, task, batch_size), 2))
-        log.info("%s step %d: %s", trunk, step,
-                 ", ".join(f"{name} {values[-1]:.2f}" for name, values in scores.items()))
+            scores.append(round(zero_shot_score(model, task, batch_size), 2))
+        log.info("%s step %d: %s %.2f", trunk, step, name, scores[-1])
     return {"steps": list(snapshots), "scores": scores}
 
 
-def run(params: Params) -> None:
+def run(params: Params, task: str) -> None:
     started = time.perf_counter()
     cfg = params.analysis.zero_shot
-    for name, heuristic in cfg.tasks.items():
-        check_heuristic(name, params.tasks[name], heuristic)
+    if task not in cfg.tasks:
+        raise ValueError(f"task {task!r} is not in analysis.zero_shot.tasks ({sorted(cfg.tasks)})")
+    spec, heuristic = params.tasks[task], cfg.tasks[task]
+    check_heuristic(task, spec, heuristic)
+    out = ZERO_SHOT_METRICS / f"{task}.json"
+    status = json.loads((RAW_TASKS / task / "status.json").read_text())
+    if not status["run"]:
+        write_text(out, json.dumps({"task": task, "run": False, "reason": status["reason"]},
+                                   indent=2) + "\n")
+        log.info("%s not run: %s", task, status["reason"])
+        return
     tok = GPT1Tokenizer.load(PRETRAIN_DIR / "tokenizer.json")
-    cleaner = TextCleaner()
-    entries: dict[str, dict[str, Any]] = {}
-    tasks: dict[str, ZeroShotTask] = {}
-    for name, heuristic in cfg.tasks.items():
-        status = json.loads((RAW_TASKS / name / "status.json").read_text())
-        if not status["run"]:
-            entries[name] = {"run": False, "reason": status["reason"]}
-            log.info("%s not run: %s", name, status["reason"])
-            continue
-        spec = params.tasks[name]
-        tasks[name] = zero_shot_task(name, spec, heuristic, cfg.max_examples, tok, cleaner)
-        entries[name] = task_entry(spec, tasks[name])
+    scored = zero_shot_task(task, spec, heuristic, cfg.max_examples, tok, TextCleaner())
     place = placement(params.pretrain.device, params.pretrain.precision)
-    trunks = {trunk: score_snapshots(trunk, snapshots, tasks, cfg.batch_size, place)
+    trunks = {trunk: score_snapshots(trunk, snapshots, task, scored, cfg.batch_size, place)
               for trunk, model_dir in TRUNK_DIRS.items()
               if (snapshots := trunk_snapshots(trunk, model_dir))}
-    metrics = {"tasks": entries, "trunks": trunks,
+    metrics = {"task": task, **task_entry(spec, scored), "trunks": trunks,
                "seconds": round(time.perf_counter() - started, 1)}
-    write_text(ZERO_SHOT_METRICS, json.dumps(metrics, indent=2) + "\n")
+    write_text(out, json.dumps(metrics, indent=2) + "\n")
+
+
+def _task_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--task", required=True, help="a task of analysis.zero_shot.tasks")
 
 
 if __name__ == "__main__":
-    main("zero_shot", run)
+    main("zero_shot", run, extra=_task_arg)

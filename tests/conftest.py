@@ -120,7 +120,8 @@ def tiny_repo(tmp_path: Path, shared_data: Path) -> Path:
 
 def analysis_stages(params: Params) -> list[str]:
     """The analysis stages dvc.yaml declares for `params`, in its order: each ablation cell
-    (variant by variant), each transfer task, the zero-shot scoring."""
+    (variant by variant), each transfer task, each zero-shot task."""
     return [*(f"ablation@{variant}-{task}" for variant in params.analysis.ablation.variants
               for task in params.analysis.ablation.tasks),
-            *(f"transfer@{task}" for task in params.analysis.transfer.tasks), "zero_shot"]
+            *(f"transfer@{task}" for task in params.analysis.transfer.tasks),
+            *(f"zero_shot@{task}" for task in params.analysis.zero_shot.tasks)]

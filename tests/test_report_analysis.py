@@ -322,7 +322,21 @@ def _write_inputs(root: Path) -> None:
     for task in analysis.transfer.tasks:
         _write(root / "metrics" / "transfer" / f"{task}.json",
                TRANSFER.get(task, _not_run(task=task)))
-    _write(root / "metrics" / "zero_shot.json", ZERO_SHOT)
+    for task, result in _zero_shot_files().items():
+        _write(root / "metrics" / "zero_shot" / f"{task}.json", result)
+
+
+def _zero_shot_files() -> dict[str, dict[str, Any]]:
+    """ZERO_SHOT as the zero_shot@<task> stages write it, a file per task of params (those
+    ZERO_SHOT lacks not run)."""
+    files = {}
+    for task in PARAMS.analysis.zero_shot.tasks:
+        entry = ZERO_SHOT["tasks"].get(task, _not_run())
+        trunks = {trunk: {"steps": curve["steps"], "scores": curve["scores"][task]}
+                  for trunk, curve in ZERO_SHOT["trunks"].items() if task in curve["scores"]}
+        files[task] = {"task": task, **entry, **({"trunks": trunks} if entry["run"] else {}),
+                       "seconds": 1.0}
+    return files
 
 
 def test_the_stage_reads_every_analysis_file_params_names(tmp_path: Path) -> None:
@@ -332,12 +346,15 @@ def test_the_stage_reads_every_analysis_file_params_names(tmp_path: Path) -> Non
     assert all(list(tasks) == list(PARAMS.analysis.ablation.tasks)
                for tasks in analysis.ablation.values())
     assert list(analysis.transfer) == list(PARAMS.analysis.transfer.tasks)
-    assert analysis.zero_shot == ZERO_SHOT
+    assert analysis.zero_shot == {
+        "tasks": {task: ZERO_SHOT["tasks"].get(task, _not_run())
+                  for task in PARAMS.analysis.zero_shot.tasks},
+        "trunks": ZERO_SHOT["trunks"]}
     transfer = next(iter(PARAMS.analysis.transfer.tasks))
     (tmp_path / "metrics" / "transfer" / f"{transfer}.json").unlink()
     with pytest.raises(FileNotFoundError, match=f"run transfer@{transfer} first"):
         read_analysis(PARAMS, tmp_path)
-    (tmp_path / "metrics" / "zero_shot.json").unlink()
+    (tmp_path / "metrics" / "zero_shot" / "sst2.json").unlink()
     variant = PARAMS.analysis.ablation.variants[0]
     task = next(iter(PARAMS.analysis.ablation.tasks))
     (tmp_path / "metrics" / "ablation" / variant / f"{task}.json").unlink()

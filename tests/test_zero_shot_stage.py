@@ -88,43 +88,48 @@ def params(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Params:
     return parsed
 
 
-def metrics() -> dict[str, Any]:
-    return json.loads(ZERO_SHOT_METRICS.read_text())
+def run_all(params: Params) -> dict[str, dict[str, Any]]:
+    """Every zero_shot@<task> stage; task -> its metrics file."""
+    for task in params.analysis.zero_shot.tasks:
+        zero_shot.run(params, task)
+    return {task: json.loads((ZERO_SHOT_METRICS / f"{task}.json").read_text())
+            for task in params.analysis.zero_shot.tasks}
 
 
 def test_every_snapshot_scores_every_task_with_data(params: Params) -> None:
-    zero_shot.run(params)
-    out = metrics()
-    assert set(out) == {"tasks", "trunks", "seconds"} and out["seconds"] >= 0
-    tasks = out["tasks"]
-    assert tasks["sst2"] == {"run": True, "heuristic": "sentiment", "metric": "accuracy",
-                             "split": "dev", "chance": 50.0, "examples": CAP}
-    assert tasks["cola"] == {"run": True, "heuristic": "acceptability", "metric": "mcc",
-                             "split": "dev", "chance": 0.0, "examples": CAP,
-                             "train_examples": CAP}
-    assert tasks["story_cloze"] == {"run": True, "heuristic": "choice", "metric": "accuracy",
-                                    "split": "dev", "chance": 50.0, "examples": CAP}
+    out = run_all(params)
+    assert all(result.pop("seconds") >= 0 for result in out.values() if result["run"])
+    trunks = {task: result.pop("trunks") for task, result in out.items() if result["run"]}
+    assert out["sst2"] == {"task": "sst2", "run": True, "heuristic": "sentiment",
+                           "metric": "accuracy", "split": "dev", "chance": 50.0, "examples": CAP}
+    assert out["cola"] == {"task": "cola", "run": True, "heuristic": "acceptability",
+                           "metric": "mcc", "split": "dev", "chance": 0.0, "examples": CAP,
+                           "train_examples": CAP}
+    assert out["story_cloze"] == {"task": "story_cloze", "run": True, "heuristic": "choice",
+                                  "metric": "accuracy", "split": "dev", "chance": 50.0,
+                                  "examples": CAP}
     race = json.loads((RAW_TASKS / "race" / "status.json").read_text())
-    assert tasks["race"] == {"run": False, "reason": race["reason"]}
+    assert out["race"] == {"task": "race", "run": False, "reason": race["reason"]}
     assert race["reason"].startswith("data not found at ")
 
-    assert list(out["trunks"]) == ["gpt1"]  # the LSTM was not pretrained
-    gpt1 = out["trunks"]["gpt1"]
-    assert gpt1["steps"] == list(STEPS)
-    assert set(gpt1["scores"]) == {"sst2", "cola", "story_cloze"}
-    for name, scores in gpt1["scores"].items():
-        low = -100.0 if tasks[name]["metric"] == "mcc" else 0.0
-        assert len(scores) == len(STEPS) and all(low <= s <= 100.0 for s in scores), name
+    assert set(trunks) == {"sst2", "cola", "story_cloze"}
+    for name, by_trunk in trunks.items():
+        assert list(by_trunk) == ["gpt1"]  # the LSTM was not pretrained
+        curve = by_trunk["gpt1"]
+        low = -100.0 if out[name]["metric"] == "mcc" else 0.0
+        assert curve["steps"] == list(STEPS), name
+        assert len(curve["scores"]) == len(STEPS), name
+        assert all(low <= s <= 100.0 for s in curve["scores"]), name
 
 
 def test_sentiment_reads_label_1_as_positive_on_the_first_rows(params: Params) -> None:
     """The model that always says "positive" answers label 1 to each of the first CAP dev
     sentences, the one that says "negative" label 0: their accuracies are the labels' shares."""
-    zero_shot.run(params)
+    sst2 = run_all(params)["sst2"]
     labels = pq.read_table(RAW_TASKS / "sst2" / "dev.parquet").column("label").to_numpy()[:CAP]
     positive = round(100.0 * float(np.mean(labels == 1)), 2)
     assert positive != 50.0  # else swapping the words would go unnoticed
-    assert metrics()["trunks"]["gpt1"]["scores"]["sst2"][1:] == pytest.approx(
+    assert sst2["trunks"]["gpt1"]["scores"][1:] == pytest.approx(
         [positive, 100.0 - positive], abs=0.01)
 
 
@@ -136,11 +141,10 @@ def test_a_pretrained_lstm_is_scored_beside_the_transformer(params: Params) -> N
         folder = PRETRAIN_LSTM_DIR / PRETRAIN_SNAPSHOTS / f"step-{step:08d}"
         folder.mkdir(parents=True)
         save_model(LSTM(LSTMConfig(vocab_size=vocab, n_ctx=32, n_embd=16)), folder)
-    zero_shot.run(params)
-    lstm = metrics()["trunks"]["lstm"]
-    assert lstm["steps"] == [0, 300]
-    assert {name: len(scores) for name, scores in lstm["scores"].items()} == {
-        "sst2": 2, "cola": 2, "story_cloze": 2}
+    out = run_all(params)
+    for task in ("sst2", "cola", "story_cloze"):
+        lstm = out[task]["trunks"]["lstm"]
+        assert lstm["steps"] == [0, 300] and len(lstm["scores"]) == 2, task
 
 
 def test_a_heuristic_that_cannot_answer_the_task_fails_naming_the_key(params: Params) -> None:
@@ -148,5 +152,5 @@ def test_a_heuristic_that_cannot_answer_the_task_fails_naming_the_key(params: Pa
     with pytest.raises(ValueError, match=r"^analysis\.zero_shot\.tasks\.rte: the sentiment "
                                          r"heuristic answers classification tasks; rte is "
                                          r"entailment$"):
-        zero_shot.run(bad)
+        zero_shot.run(bad, "rte")
     assert not ZERO_SHOT_METRICS.exists()

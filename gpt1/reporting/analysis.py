@@ -43,7 +43,7 @@ class Analysis:
 
     ablation: dict[str, dict[str, Result]]  # variant -> task -> metrics/ablation/<v>/<task>.json
     transfer: dict[str, Result]  # task -> metrics/transfer/<task>.json
-    zero_shot: Result  # metrics/zero_shot.json
+    zero_shot: Result  # metrics/zero_shot/<task>.json, combined (tasks.report.combine_zero_shot)
 
 
 def _row(cells: Iterable[str]) -> str:
