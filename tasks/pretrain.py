@@ -133,18 +133,20 @@ def check_resources(params: Params, cfg: TrunkConfig, checkpoints: Path) -> None
                      "model and pretrain.batch_size")
     weights = cfg.parameter_count() * FP32
     checkpoint = 3 * weights  # the weights and Adam's two moments
-    models = 2 * (1 + len(params.pretrain.snapshots))
+    snapshots = len([s for s in params.pretrain.snapshots if s <= params.pretrain.max_steps])
+    models = 2 * (1 + snapshots)
     need = (params.pretrain.keep_checkpoints + 1) * checkpoint + models * weights
     check_disk(checkpoints, need, f"pretrain.keep_checkpoints + 1 = "
-               f"{params.pretrain.keep_checkpoints + 1} checkpoints, "
-               f"{len(params.pretrain.snapshots)} snapshots and the model")
+               f"{params.pretrain.keep_checkpoints + 1} checkpoints, {snapshots} snapshots and "
+               "the model")
 
 
-def copy_snapshots(checkpoints: CheckpointStore, snapshots: list[int], out: Path) -> None:
+def copy_snapshots(checkpoints: CheckpointStore, snapshots: list[int], max_steps: int,
+                   out: Path) -> None:
     """The run's snapshots into `out/snapshots/`; a step asked for but not kept (passed before
     it was asked for, in the run this one extends) is named in a warning."""
     kept = checkpoints.snapshots()
-    missing = [step for step in snapshots if step not in kept]
+    missing = [step for step in snapshots if step not in kept and step <= max_steps]
     if missing:
         log.warning("no snapshot of steps %s in %s: they were passed before they were asked "
                     "for (pretrain.extend continues another run's checkpoints)", missing,
@@ -180,6 +182,10 @@ def run(params: Params, trunk: str = "gpt1") -> None:
     val = read_verified_split(SHARDS_DIR / "val", splits["val"]["shards"])
     cfg = trunk_config(params, trunk, tokenizer.vocab_size)
     knobs = training_knobs(params, trunk)
+    unreached = [step for step in knobs.snapshots if step > knobs.max_steps]
+    if unreached:
+        log.warning("pretrain.snapshots: steps %s come after max_steps (%d) and are not kept",
+                    unreached, knobs.max_steps)
     check_resources(params, cfg, outputs.checkpoints)
     torch.manual_seed(params.pretrain.seed)
     model = build_trunk(cfg)
@@ -214,7 +220,7 @@ def run(params: Params, trunk: str = "gpt1") -> None:
     with atomic_dir(outputs.model) as tmp:
         save_model(model.cpu(), tmp)
         shutil.copy(tokenizer_path, tmp / "tokenizer.json")
-        copy_snapshots(checkpoints, params.pretrain.snapshots, tmp)
+        copy_snapshots(checkpoints, params.pretrain.snapshots, knobs.max_steps, tmp)
     metrics = {
         "run": True,
         "model_type": cfg.model_type,

@@ -395,14 +395,15 @@ def test_a_changed_knob_sets_checkpoints_aside_and_extend_continues(pipeline: Pa
     saying so; with pretrain.extend the 30-step run continues the 20-step one instead."""
     repo = _copy(pipeline, tmp_path)
     [first] = _run_folders(repo).values()
-    first_files = {p.name: p.read_bytes() for p in first.iterdir()}
+    first_files = {p.relative_to(first): p.read_bytes() for p in first.rglob("*") if p.is_file()}
 
     edit_params(repo, **{"pretrain.max_steps": 30})
     fresh = run(_stage("pretrain"), repo)
     assert ("WARNING gpt1.training.checkpoint checkpoints of 1 run(s) with other settings are "
             "kept") in fresh.stderr
     assert "resumed from" not in fresh.stderr and "extending" not in fresh.stderr
-    assert {p.name: p.read_bytes() for p in first.iterdir()} == first_files  # untouched
+    assert {p.relative_to(first): p.read_bytes()
+            for p in first.rglob("*") if p.is_file()} == first_files  # untouched
     assert set(_run_folders(repo)) == {20, 30}
 
     edit_params(repo, **{"pretrain.max_steps": 40, "pretrain.extend": True,
@@ -452,8 +453,9 @@ def test_disk_full_while_writing_the_model(pipeline: Path, tmp_path: Path,
 
 def test_checkpoints_that_cannot_fit_stop_pretraining_before_it_starts(
         pipeline: Path, tmp_path: Path, small_disk: Callable[[int], Path]) -> None:
-    """The checkpoint folder on a disk too small for pretrain.keep_checkpoints + 1 of them: the
-    stage stops before training, saying how much it needs and has, and writes nothing."""
+    """The checkpoint folder on a disk too small for pretrain.keep_checkpoints + 1 of them and
+    the snapshots: the stage stops before training, saying how much it needs and has, and
+    writes nothing."""
     repo = _copy(pipeline, tmp_path)
     disk = small_disk(256)
     shutil.rmtree(repo / "artifacts/checkpoints")
@@ -464,7 +466,7 @@ def test_checkpoints_that_cannot_fit_stop_pretraining_before_it_starts(
     output = proc.stdout + proc.stderr
     assert proc.returncode == 2, output
     assert ("stage pretrain failed: no space left on device writing "
-            "artifacts/checkpoints/pretrain (pretrain.keep_checkpoints + 1 = 3 checkpoints and "
-            "the model need about ") in proc.stderr, output
+            "artifacts/checkpoints/pretrain (pretrain.keep_checkpoints + 1 = 3 checkpoints, "
+            "3 snapshots and the model need about ") in proc.stderr, output
     assert "Traceback" not in output and "pretrain 5/30" not in output  # no step was trained
     assert _snapshot(repo) == before and list(disk.iterdir()) == []

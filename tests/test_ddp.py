@@ -133,7 +133,11 @@ def test_two_processes_follow_the_one_process_trajectory(tmp_path: Path) -> None
     assert json.loads((rank0 / "metrics/pretrain.json").read_text())["steps"] == STEPS
     [run] = (tmp_path / "shared/checkpoints/pretrain").iterdir()  # one folder: one setting
     assert sorted(p.name for p in run.iterdir()) == [
-        "run.json", "step-00000005.pt", "step-00000010.pt"]
+        "run.json", "snapshots", "step-00000005.pt", "step-00000010.pt"]
+    # the snapshot steps reached (of params.yaml's), written once, by rank 0
+    reached = [s for s in params.pretrain.snapshots if s <= STEPS]
+    assert sorted(p.name for p in (run / "snapshots").iterdir()) == [
+        f"step-{s:08d}" for s in reached] and len(reached) >= 2
 
 
 def test_batch_must_split_evenly_over_the_processes() -> None:

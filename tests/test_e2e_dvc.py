@@ -82,11 +82,14 @@ def test_dvc_repro_end_to_end(tiny_repo: Path) -> None:
     assert ran_stages(second.stdout) == []
     assert "up to date" in dvc("status", cwd=tiny_repo).stdout
 
-    # One task's override re-runs that task and the report (ingest reads the registry too,
-    # but its outputs are unchanged, so nothing else follows).
+    # One task's override re-runs the stages that fine-tune or score that task, and the report
+    # (ingest reads the registry too, but its outputs are unchanged, so nothing else follows).
     edit_params(tiny_repo, **{"tasks.sst2.overrides": {"epochs": 2}})
     third = dvc("repro", cwd=tiny_repo)
-    assert ran_stages(third.stdout) == ["ingest", "finetune@sst2", "report"]
+    variants = params.analysis.ablation.variants
+    assert ran_stages(third.stdout) == ["ingest", "finetune@sst2",
+                                        *(f"ablation@{v}-sst2" for v in variants),
+                                        "zero_shot@sst2", "report"]
     assert [len(run["epochs"]) for run in metrics_of(tiny_repo, "sst2")["runs"]] == [2]
 
     # `dvc repro finetune@<task>` brings one task of each other family up to date, alone.

@@ -4,13 +4,15 @@ out and metric of dvc.yaml has its constant (else a stage writes it from a strin
 
 from __future__ import annotations
 
+import functools
+import itertools
 from pathlib import Path, PurePosixPath
 
 from gpt1.config import read_yaml
 from tasks import paths
 from tests.conftest import REPO
 
-KEY = "${key}"  # a foreach stage's item: here a task of the registry
+PARAMS = read_yaml((REPO / "params.yaml").read_text(encoding="utf-8"))
 
 
 def _constants() -> dict[str, PurePosixPath]:
@@ -18,30 +20,58 @@ def _constants() -> dict[str, PurePosixPath]:
             if isinstance(value, Path)}
 
 
-def _declared() -> tuple[set[str], set[str]]:
-    """dvc.yaml's outs and metrics, and its deps, as written (a foreach stage's with `${key}`)."""
+def _values(reference: str) -> list[str]:
+    """What a foreach or matrix reference (`${analysis.transfer.tasks}`) iterates over in
+    params.yaml: a mapping's keys, or a list's items."""
+    node = PARAMS
+    for key in reference.removeprefix("${").removesuffix("}").split("."):
+        node = node[key]
+    return list(node)
+
+
+def _items(stage: dict) -> tuple[dict, list[dict[str, str]]]:
+    """A stage's body and, per stage DVC makes of it, what its `${...}` placeholders stand for:
+    a foreach stage's `${key}`, a matrix stage's `${item.<name>}`."""
+    if "foreach" in stage:
+        return stage["do"], [{"${key}": key} for key in _values(stage["foreach"])]
+    if "matrix" in stage:
+        names = list(stage["matrix"])
+        combos = itertools.product(*(_values(stage["matrix"][n]) for n in names))
+        return stage, [{f"${{item.{n}}}": v for n, v in zip(names, combo, strict=True)}
+                       for combo in combos]
+    return stage, [{}]
+
+
+def _declared() -> tuple[set[str], set[str], set[str]]:
+    """dvc.yaml's outs and metrics, and its deps, as written (with their placeholders); and the
+    outs and metrics of every stage DVC makes of them."""
     stages = read_yaml((REPO / "dvc.yaml").read_text(encoding="utf-8"))["stages"]
     written: set[str] = set()
     read: set[str] = set()
-    for name, stage in stages.items():
-        if "foreach" in stage:
-            assert stage["foreach"] == "${tasks}", f"{name}: a foreach this test does not know"
-            stage = stage["do"]
+    expanded: set[str] = set()
+    for stage in stages.values():
+        body, substitutions = _items(stage)
         for section, into in (("outs", written), ("metrics", written), ("deps", read)):
-            for entry in stage.get(section, []):
-                into.add(entry if isinstance(entry, str) else next(iter(entry)))  # {path: opts}
-    return written, read
+            for entry in body.get(section, []):
+                path = entry if isinstance(entry, str) else next(iter(entry))  # {path: opts}
+                into.add(path)
+                if section != "deps":
+                    for substitution in substitutions:
+                        expanded.add(functools.reduce(lambda p, kv: p.replace(*kv),
+                                                      substitution.items(), path))
+    return written, read, expanded
 
 
 def _named_by(template: str, constant: PurePosixPath) -> bool:
-    """`template` (a dvc.yaml path) is `constant`, or one file or folder per task inside it
-    (`artifacts/finetune/${key}` is FINETUNE_DIR / task)."""
-    path = PurePosixPath(template)
-    return path == constant or (KEY in path.name and path.parent == constant)
+    """`template` (a dvc.yaml path) is `constant`, or files or folders per stage item inside it
+    (`artifacts/finetune/${key}` is FINETUNE_DIR / task, `metrics/ablation/${item.variant}/
+    ${item.task}.json` is ABLATION_METRICS / variant / f"{task}.json")."""
+    parts, base = PurePosixPath(template).parts, constant.parts
+    return parts[:len(base)] == base and all("${" in part for part in parts[len(base):])
 
 
 def test_every_path_constant_is_declared_in_dvc_yaml() -> None:
-    written, read = _declared()
+    written, read, _ = _declared()
     declared = {PurePosixPath(t) for t in written | read if "${" not in t}
     undeclared = [
         f"{name} = {constant}" for name, constant in _constants().items()
@@ -51,20 +81,18 @@ def test_every_path_constant_is_declared_in_dvc_yaml() -> None:
 
 
 def test_every_out_and_metric_of_dvc_yaml_has_its_constant() -> None:
-    written, _ = _declared()
+    written, _, _ = _declared()
     constants = _constants().values()
     unnamed = sorted(t for t in written if not any(_named_by(t, c) for c in constants))
     assert not unnamed, f"dvc.yaml outs and metrics without a constant in tasks/paths.py: {unnamed}"
 
 
 def test_dvc_reads_the_outs_as_this_test_does() -> None:
-    """DVC's own view of the outs and metrics: those read here, a foreach stage's once per task
-    of the registry (so the checks above see what DVC sees)."""
+    """DVC's own view of the outs and metrics: those read here, a foreach or matrix stage's once
+    per item of params.yaml (so the checks above see what DVC sees)."""
     from dvc.repo import Repo
 
-    tasks = read_yaml((REPO / "params.yaml").read_text(encoding="utf-8"))["tasks"]
-    written, _ = _declared()
-    expected = {t.replace(KEY, task) for t in written for task in tasks}
+    _, _, expected = _declared()
     with Repo(str(REPO)) as repo:
         outs = {out.def_path for stage in repo.index.stages for out in stage.outs}
     assert outs == expected
