@@ -125,3 +125,15 @@ def analysis_stages(params: Params) -> list[str]:
               for task in params.analysis.ablation.tasks),
             *(f"transfer@{task}" for task in params.analysis.transfer.tasks),
             *(f"zero_shot@{task}" for task in params.analysis.zero_shot.tasks)]
+
+
+def assert_tables_well_formed(lines: list[str]) -> None:
+    """Each table: a header, a rule of dashes and colons, rows, all with the header's columns."""
+    for i, line in enumerate(lines):
+        if line.startswith("|") and not lines[i - 1].startswith("|"):
+            width = line.count("|")
+            assert lines[i + 1].count("|") == width and set(lines[i + 1]) <= set("|-:")
+            k = i + 2
+            while k < len(lines) and lines[k].startswith("|"):
+                assert lines[k].count("|") == width, lines[k]
+                k += 1

@@ -9,6 +9,7 @@ import pytest
 
 from gpt1.config import load_params
 from gpt1.reporting.report import glue_average, metric_rows, render_summary
+from tests.conftest import assert_tables_well_formed
 
 TASKS = load_params(Path(__file__).resolve().parents[1] / "params.yaml").tasks
 PRETRAIN = {"steps": 400, "tokens": 1_638_400, "parameters": 5_432_100, "train_loss": 4.56789,
@@ -85,13 +86,8 @@ def test_markdown_tables_are_well_formed() -> None:
     text = render_summary(PRETRAIN, TASKS, {"sst2": SST2, "mnli": MNLI, "rte": RTE})
     lines = text.splitlines()
     for header in ("| steps |", "| task |"):
-        i = next(k for k, line in enumerate(lines) if line.startswith(header))
-        width = lines[i].count("|")
-        assert lines[i + 1].count("|") == width and set(lines[i + 1]) <= set("|-:")
-        k = i + 2
-        while k < len(lines) and lines[k].startswith("|"):
-            assert lines[k].count("|") == width, lines[k]
-            k += 1
+        assert any(line.startswith(header) for line in lines), header
+    assert_tables_well_formed(lines)
 
 
 def test_metric_rows_one_per_task_split_and_metric() -> None:

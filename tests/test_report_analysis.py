@@ -26,6 +26,7 @@ from gpt1.reporting.analysis import (
 )
 from tasks import report
 from tasks.report import read_analysis, write_analysis_plots
+from tests.conftest import assert_tables_well_formed
 
 PARAMS = load_params(Path(__file__).resolve().parents[1] / "params.yaml")
 TASKS = PARAMS.tasks
@@ -115,18 +116,6 @@ def _tables(lines: list[str]) -> list[list[list[str]]]:
     return tables
 
 
-def _assert_well_formed(lines: list[str]) -> None:
-    """Each table: a header, a rule of dashes and colons, rows, all with the header's columns."""
-    for i, line in enumerate(lines):
-        if line.startswith("|") and not lines[i - 1].startswith("|"):
-            width = line.count("|")
-            assert lines[i + 1].count("|") == width and set(lines[i + 1]) <= set("|-:")
-            k = i + 2
-            while k < len(lines) and lines[k].startswith("|"):
-                assert lines[k].count("|") == width, lines[k]
-                k += 1
-
-
 def test_the_papers_table5_rows_average_to_its_averages() -> None:
     # a mistyped figure would move the average: the paper rounds to 0.1 (LSTM: 69.16 -> 69.1)
     assert set(PAPER_TABLE5) == set(PAPER_TABLE5_AVERAGE) == {"full", "no_pretrain", "no_aux",
@@ -142,7 +131,7 @@ def test_the_papers_table5_rows_average_to_its_averages() -> None:
 def test_ablation_table_rows_columns_and_the_papers_figures() -> None:
     lines = ablation_section(TASKS, ABLATION)
     assert lines[0] == "## Ablations (Table 5)"
-    _assert_well_formed(lines)
+    assert_tables_well_formed(lines)
     (table,) = _tables(lines)
     assert table[0] == ["variant", "SST-2 acc (1,000 train)", "SST-2 acc (67,349 train)",
                         "paper SST-2 acc", "Story Cloze acc"]  # Table 5 has no Story Cloze
@@ -210,7 +199,7 @@ def test_transfer_table_and_gain() -> None:
     lines = transfer_section(TASKS, TRANSFER, "plots/transfer.png")
     assert lines[0] == "## Layers transferred (Figure 2, left)"
     assert "![layers transferred](plots/transfer.png)" in lines
-    _assert_well_formed(lines)
+    assert_tables_well_formed(lines)
     (table,) = _tables(lines)
     assert table == [
         ["task", "split", "k=0", "k=1", "k=2", "k=3", "k=4"],
@@ -258,7 +247,7 @@ def test_zero_shot_tables_raw_scores_and_references() -> None:
     lines = zero_shot_section(TASKS, ZERO_SHOT, FINETUNE, "plots/zero_shot.png")
     assert lines[0] == "## Zero-shot behaviour over pretraining (Figure 2, right)"
     assert "![zero-shot behaviour](plots/zero_shot.png)" in lines
-    _assert_well_formed(lines)
+    assert_tables_well_formed(lines)
     raw, references = _tables(lines)
     assert raw[0] == ["trunk", "step", "SST-2 accuracy", "CoLA mcc"]
     assert [row[:2] for row in raw[1:]] == [["Transformer", str(s)] for s in STEPS] + [
@@ -303,7 +292,7 @@ def test_sections_in_order_and_every_table_well_formed() -> None:
                         "## Zero-shot behaviour over pretraining (Figure 2, right)"]
     assert "![zero-shot behaviour](plots/zero_shot.png)" in lines
     assert not any(line.startswith("![layers") for line in lines)  # no transfer plot named
-    _assert_well_formed(lines)
+    assert_tables_well_formed(lines)
     assert len(_tables(lines)) == 4
     assert lines[-1] == ""
 
@@ -393,4 +382,4 @@ def test_the_stage_renders_every_section(tmp_path: Path, monkeypatch: pytest.Mon
         assert f"(plots/{plot}.png)" in text
         assert (tmp_path / "reports" / "plots" / f"{plot}.png").is_file()
     assert "| Transformer w/ aux LM (full) | 80.1 [79.0, 81.2] |" in text
-    _assert_well_formed(text.splitlines())
+    assert_tables_well_formed(text.splitlines())
