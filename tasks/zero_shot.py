@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import re
 import time
 from pathlib import Path
 from typing import Any
@@ -32,6 +31,7 @@ from gpt1.downstream.zero_shot import (
     zero_shot_score,
 )
 from gpt1.model.registry import load_model
+from gpt1.training.checkpoint import snapshot_folders
 from gpt1.training.device import Placement, autocast, placement
 from tasks.paths import (
     PRETRAIN_DIR,
@@ -45,7 +45,6 @@ from tasks.stage import main
 log = logging.getLogger("tasks.zero_shot")  # run as __main__: named by its module path
 
 TRUNK_DIRS = {"gpt1": PRETRAIN_DIR, "lstm": PRETRAIN_LSTM_DIR}
-SNAPSHOT = re.compile(r"step-\d{8}")
 # the family whose tables each heuristic reads: a sentence (`text`), or context, question, choices
 FAMILY: dict[Heuristic, Family] = {"sentiment": "classification",
                                    "acceptability": "classification",
@@ -134,8 +133,7 @@ def trunk_snapshots(trunk: str, model_dir: Path) -> dict[int, Path]:
         log.info("%s left out: not pretrained (%s)", trunk, recorded["reason"])
         return {}
     folder = model_dir / PRETRAIN_SNAPSHOTS
-    names = sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
-    found = {int(n.removeprefix("step-")): folder / n for n in names if SNAPSHOT.fullmatch(n)}
+    found = snapshot_folders(folder)
     if not found:
         log.info("%s left out: no snapshots in %s", trunk, folder)
     return found

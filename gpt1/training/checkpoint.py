@@ -31,6 +31,7 @@ log = logging.getLogger(__name__)
 
 FORMAT = 1
 _NAME = re.compile(r"^step-(\d{8})\.pt$")
+_SNAPSHOT_NAME = re.compile(r"step-\d{8}")
 RUN_FILE = "run.json"  # in each run's folder: the settings its checkpoints were written under
 SNAPSHOTS = "snapshots"  # in each run's folder: the models kept at `pretrain.snapshots` steps
 
@@ -116,15 +117,20 @@ class CheckpointStore:
 
     def snapshots(self) -> dict[int, Path]:
         """step -> folder of every snapshot kept so far."""
-        folder = self.directory / SNAPSHOTS
-        found = folder.glob("step-*") if folder.is_dir() else []
-        return {int(p.name.removeprefix("step-")): p for p in sorted(found)
-                if re.fullmatch(r"step-\d{8}", p.name)}
+        return snapshot_folders(self.directory / SNAPSHOTS)
 
     def latest_step(self) -> int:
         """The step of the newest checkpoint file (readable or not), 0 if there is none."""
         paths = self.paths()
         return int(_NAME.match(paths[-1].name).group(1)) if paths else 0
+
+
+def snapshot_folders(folder: Path) -> dict[int, Path]:
+    """step -> `step-<8 digits>` folder of each snapshot in `folder` (`save_snapshot`'s layout), in
+    step order; none where the folder does not exist."""
+    found = folder.glob("step-*") if folder.is_dir() else []
+    return {int(p.name.removeprefix("step-")): p for p in sorted(found)
+            if _SNAPSHOT_NAME.fullmatch(p.name)}
 
 
 def _os_error(err: BaseException | None) -> OSError | None:
