@@ -1,9 +1,9 @@
 """Clean + tokenize throughput: our stages against the original single-process GPT-1 path.
 
 The reference is the original code's loop, one document at a time: `ftfy.fix_text` -> its
-`text_standardize` (copied here as it was, so later speed-ups to ours do not move the baseline)
--> spaCy tokens joined by spaces -> BPE `encode`. Ours is `clean_corpus` on every core then
-`tokenize_corpus`, Parquet in and Arrow shards out, as the DVC stages run them. Both start
+`text_standardize` (restated in tests/original_gpt1.py: speed-ups to ours do not move the
+baseline) -> spaCy tokens joined by spaces -> BPE `encode`. Ours is `clean_corpus` on every
+core then `tokenize_corpus`, Parquet in and Arrow shards out, as the DVC stages run them. Both start
 cold (a fresh spaCy and tokenizer each repetition) and the rates are raw input MB per second.
 The token ids of every document must be identical, or the benchmark fails.
 
@@ -13,7 +13,6 @@ imports the workers do not need (torch, through bench.common) are made inside fu
 
 from __future__ import annotations
 
-import re
 import resource
 import shutil
 import tempfile
@@ -31,6 +30,7 @@ from gpt1.corpus.encode import tokenize_corpus
 from gpt1.corpus.parallel import resolve_workers
 from gpt1.corpus.shards import read_split
 from gpt1.corpus.text import TextCleaner
+from tests.original_gpt1 import text_standardize
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "gpt1" / "sample_data" / "corpus"
@@ -43,17 +43,6 @@ BATCH_DOCS = PARAMS.clean.batch_docs
 VAL_EVERY, SHARD_TOKENS = PARAMS.tokenize.val_every, PARAMS.tokenize.shard_tokens
 
 
-def original_text_standardize(text: str) -> str:
-    """openai/finetune-transformer-lm, utils.py."""
-    text = text.replace("\u2014", "-").replace("\u2013", "-").replace("\u2015", "-")
-    text = text.replace("\u2026", "...").replace("\u00b4", "'")
-    text = re.sub(r"""(-+|~+|!+|"+|;+|\?+|\++|,+|\)+|\(+|\\+|\/+|\*+|\[+|\]+|}+|{+|\|+|_+)""",
-                  r" \1 ", text)
-    text = re.sub(r"\s*\n\s*", " \n ", text)
-    text = re.sub(r"[^\S\n]+", " ", text)
-    return text.strip()
-
-
 def reference(docs: list[str], tokenizer_path: Path) -> list[list[int]]:
     """The original path, one document at a time; empty documents are dropped, as clean does."""
     import spacy
@@ -62,7 +51,7 @@ def reference(docs: list[str], tokenizer_path: Path) -> list[list[int]]:
     tokenizer = GPT1Tokenizer.load(tokenizer_path)
     out = []
     for doc in docs:
-        tokens = nlp.tokenizer(original_text_standardize(ftfy.fix_text(doc)))
+        tokens = nlp.tokenizer(text_standardize(ftfy.fix_text(doc)))
         text = " ".join(t.text for t in tokens if not t.is_space)
         if text:
             out.append(tokenizer.encode(text))

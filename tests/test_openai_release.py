@@ -7,14 +7,13 @@ synthetic release in exactly their layout; the tokenizer tests use the real rele
 from __future__ import annotations
 
 import csv
-import itertools
 import json
 import math
+import random
 import re
 import shutil
 from pathlib import Path
 
-import ftfy
 import numpy as np
 import pytest
 import torch
@@ -24,7 +23,7 @@ from transformers.models.openai.modeling_openai import ACT_FNS
 from typer.testing import CliRunner
 
 from gpt1.cli import app
-from gpt1.corpus.text import TextCleaner, text_standardize
+from gpt1.corpus.text import TextCleaner
 from gpt1.interop.openai import (
     OpenAITextEncoder,
     import_release,
@@ -36,6 +35,7 @@ from gpt1.interop.openai import (
 )
 from gpt1.model.registry import load_config, load_model
 from gpt1.model.transformer import GPT1, GPT1Config
+from tests.original_gpt1 import TextEncoder as OriginalTextEncoder
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -289,71 +289,7 @@ def test_cli_import_replaces_only_what_it_writes(release: tuple[Path, list[np.nd
 
 
 # --- the tokenizer, against a restatement of the original on real text ---------------------
-
-
-class OriginalTextEncoder:
-    """openai/finetune-transformer-lm, text_utils.py `TextEncoder`, with spaCy 3's blank English
-    tokenizer in place of spaCy 2's `spacy.load('en')` (its tokenizer alone was used)."""
-
-    def __init__(self, encoder_path: Path, bpe_path: Path) -> None:
-        import spacy
-
-        self.nlp = spacy.blank("en")
-        self.encoder = json.loads(encoder_path.read_text(encoding="utf-8"))
-        self.decoder = {v: k for k, v in self.encoder.items()}
-        merges = bpe_path.read_text(encoding="utf-8").split("\n")[1:-1]
-        merges = [tuple(merge.split()) for merge in merges]
-        self.bpe_ranks = dict(zip(merges, range(len(merges)), strict=True))
-        self.cache: dict[str, str] = {}
-
-    def bpe(self, token: str) -> str:
-        word = (*token[:-1], token[-1] + "</w>")
-        if token in self.cache:
-            return self.cache[token]
-        pairs = get_pairs(word)
-        if not pairs:
-            return token + "</w>"
-        while True:
-            bigram = min(pairs, key=lambda pair: self.bpe_ranks.get(pair, float("inf")))
-            if bigram not in self.bpe_ranks:
-                break
-            first, second = bigram
-            new_word: list[str] = []
-            i = 0
-            while i < len(word):
-                try:
-                    j = word.index(first, i)
-                    new_word.extend(word[i:j])
-                    i = j
-                except ValueError:
-                    new_word.extend(word[i:])
-                    break
-                if word[i] == first and i < len(word) - 1 and word[i + 1] == second:
-                    new_word.append(first + second)
-                    i += 2
-                else:
-                    new_word.append(word[i])
-                    i += 1
-            word = tuple(new_word)
-            if len(word) == 1:
-                break
-            pairs = get_pairs(word)
-        word = " ".join(word)
-        if word == "\n  </w>":
-            word = "\n</w>"
-        self.cache[token] = word
-        return word
-
-    def encode(self, text: str) -> list[int]:
-        text_tokens = []
-        for token in self.nlp(text_standardize(ftfy.fix_text(text))):
-            text_tokens.extend([self.encoder.get(t, 0)
-                                for t in self.bpe(token.text.lower()).split(" ")])
-        return text_tokens
-
-
-def get_pairs(word: tuple[str, ...]) -> set[tuple[str, str]]:
-    return set(itertools.pairwise(word))
+# (tests/original_gpt1.py: openai/finetune-transformer-lm's text_utils.py, none of our code)
 
 
 EDGE_CASES = [
@@ -407,6 +343,21 @@ def test_encoder_matches_the_original(
     assert sum(ids.count(newline) for ids in expected) > 1000  # line breaks were exercised
     assert 0 in expected[real_texts.index(EDGE_CASES[2])]  # and unknown characters
     assert ours.encode(EDGE_CASES[0]) == expected[real_texts.index(EDGE_CASES[0])]
+
+
+def test_backslashes_as_the_original(
+        released: tuple[OpenAITextEncoder, OriginalTextEncoder]) -> None:
+    """The original's standardisation never splits a backslash off (its pattern is a plain
+    string), so `a\\b` is one word to it: ids 8, 127, 259, where splitting gave 246, 365, 259."""
+    ours, original = released
+    assert original.encode("a\\b") == ours.encode("a\\b") == [8, 127, 259]
+    rng = random.Random(0)
+    alphabet = "ab XY.,!?'\"-()[]/*_|+~;:\n\t\\\\\\"  # backslash three times as likely
+    texts = ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 30)))
+             for _ in range(3000)]
+    with_backslash = [t for t in texts if "\\" in t]
+    assert len(with_backslash) > 2000
+    assert ours.encode_batch(texts) == [original.encode(t) for t in texts]
 
 
 def test_the_generate_path_drops_only_line_breaks(

@@ -12,7 +12,9 @@ import numpy as np
 # The original code's alternation `(-+|~+|!+|...)`, written as "a run of one character of the
 # set": the same matches (each alternative was a run of one character), faster in `re`.
 # Measured: bench/results/findings.md ("Text cleaning: punctuation runs as one character class").
-_PUNCT_RUNS = re.compile(r"""(([-~!";?+,)(\\/*\[\]{}|_])\2*)""")
+# No backslash: the original writes its pattern as a plain (not raw) string, in which `\\+`
+# is `\+`, a literal plus, so it never splits a backslash off (`a\b` stays one word).
+_PUNCT_RUNS = re.compile(r"""(([-~!";?+,)(/*\[\]{}|_])\2*)""")
 # Cached spaCy results are dropped past this many distinct spans, bounding a worker's memory.
 _MAX_CACHED_SPANS = 1 << 19
 # The ASCII characters some ftfy fix acts on: '&' (HTML entities), '\r' (line breaks), ESC
