@@ -102,8 +102,21 @@ class TrainingParams(Section):
     grad_clip: float = Field(gt=0)
 
 
+# Where the token shards lie (tokenize's output; tasks/paths.py names it from here): the folder
+# a model pretrained here is made from, and so `pretrain.source_dir` for `pretrain.source: train`.
+SHARDS_FOLDER = "data/shards"
+# Where a pretrained model can come from: pretrained here, OpenAI's release, a HuggingFace folder.
+Source = Literal["train", "openai", "hf"]
+SOURCE_TITLES = {"train": "pretrained here", "openai": "OpenAI's released GPT-1",
+                 "hf": "a HuggingFace openai-gpt model"}
+
+
 class PretrainParams(TrainingParams):
     seed: int
+    source: Source = "train"
+    # the folder the pretrained model is made from, a dependency of stage pretrain: the shards
+    # for train, the release folder for openai and hf
+    source_dir: str = SHARDS_FOLDER
     max_steps: int = Field(gt=0)
     warmup_steps: int = Field(ge=0)
     schedule: Literal["cosine", "linear"]
@@ -124,6 +137,18 @@ class PretrainParams(TrainingParams):
         if self.warmup_steps > self.max_steps:
             raise ValueError(f"warmup_steps: {self.warmup_steps} is more than max_steps "
                              f"({self.max_steps}): the learning rate would never reach its peak")
+        return self
+
+    @model_validator(mode="after")
+    def _source_folder_named(self) -> PretrainParams:
+        if self.source == "train" and self.source_dir != SHARDS_FOLDER:
+            raise ValueError(f"source_dir: source train pretrains on the token shards, so it "
+                             f"must be {SHARDS_FOLDER}, got {self.source_dir!r} (a release "
+                             "folder needs source openai or hf)")
+        if self.source != "train" and (not self.source_dir
+                                       or Path(self.source_dir) == Path(SHARDS_FOLDER)):
+            raise ValueError(f"source_dir: source {self.source} imports a released model: name "
+                             f"its folder, got {self.source_dir!r}")
         return self
 
     @model_validator(mode="after")

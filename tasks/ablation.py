@@ -23,7 +23,7 @@ from gpt1.model.transfer import transfer_layers
 from gpt1.model.trunk import Trunk
 from tasks.cells import fine_tune_cell, load_cell
 from tasks.paths import ABLATION_METRICS, PRETRAIN_DIR, PRETRAIN_LSTM_DIR
-from tasks.stage import main
+from tasks.stage import main, not_run_reason
 
 log = logging.getLogger("tasks.ablation")  # run as __main__: named by its module path
 
@@ -42,7 +42,9 @@ def run(params: Params, variant: str, task: str) -> None:
     if task not in params.analysis.ablation.tasks:
         raise ValueError(f"task {task!r} is not in analysis.ablation.tasks "
                          f"({sorted(params.analysis.ablation.tasks)})")
-    loaded = load_cell(params, task)
+    lstm_missing = not_run_reason(PRETRAIN_LSTM_DIR) if variant == "lstm" else None
+    loaded = (f"the LSTM was not pretrained ({lstm_missing})" if lstm_missing is not None
+              else load_cell(params, task))
     out = ABLATION_METRICS / variant / f"{task}.json"
     head = {"variant": variant, "task": task}
     if isinstance(loaded, str):

@@ -12,12 +12,17 @@ from gpt1.config import Params
 from gpt1.corpus.bpe import train_bpe
 from gpt1.corpus.documents import iter_texts
 from tasks.paths import BPE_DIR, CLEAN_DIR
-from tasks.stage import main
+from tasks.stage import main, write_not_run
 
 log = logging.getLogger("tasks.bpe")  # run as __main__: named by its module path
 
 
 def run(params: Params) -> None:
+    if params.pretrain.source != "train":
+        write_not_run(BPE_DIR, f"pretrain.source is {params.pretrain.source}: the tokenizer "
+                               f"comes with the model in {params.pretrain.source_dir}")
+        log.info("not run: the tokenizer comes with the imported model")
+        return
     docs = sum(pq.ParquetFile(p).metadata.num_rows for p in sorted(CLEAN_DIR.glob("*.parquet")))
     tokenizer = train_bpe(iter_texts(CLEAN_DIR), params.bpe.vocab_size, params.bpe.min_frequency,
                           length=docs, show_progress=sys.stderr.isatty())

@@ -27,7 +27,7 @@ from gpt1.model.trunk import Trunk
 from gpt1.training.device import placement
 from gpt1.training.finetune import finetune, predict
 from tasks.paths import FINETUNE_DIR, FINETUNE_METRICS, PRETRAIN_DIR, RAW_TASKS
-from tasks.stage import main
+from tasks.stage import main, write_not_run
 
 log = logging.getLogger("tasks.finetune")  # run as __main__: named by its module path
 
@@ -133,8 +133,7 @@ def write_predictions(path: Path, task: TaskParams, idx: np.ndarray,
 
 
 def record_not_run(name: str, reason: str) -> None:
-    with atomic_dir(FINETUNE_DIR / name) as tmp:
-        (tmp / "status.json").write_text(json.dumps({"run": False, "reason": reason}) + "\n")
+    write_not_run(FINETUNE_DIR / name, reason)
     write_text(FINETUNE_METRICS / f"{name}.json",
                json.dumps({"task": name, "run": False, "reason": reason}, indent=2) + "\n")
     log.info("%s not run: %s", name, reason)

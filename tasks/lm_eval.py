@@ -43,10 +43,11 @@ def clean_text(path: Path, params: Params, cleaner: TextCleaner) -> list[str]:
     return [doc for doc in docs if len(doc) >= params.clean.min_chars]
 
 
-def _figures(loss: TextLoss, unigram: float) -> dict[str, Any]:
+def _figures(loss: TextLoss, unigram: float | None) -> dict[str, Any]:
     return {"tokens": loss.tokens, "words": loss.words, "loss": round(loss.per_token, 4),
             "perplexity": round(loss.perplexity, 2), "word_loss": round(loss.per_word, 4),
-            "word_perplexity": round(loss.word_perplexity, 2), "unigram_loss": round(unigram, 4)}
+            "word_perplexity": round(loss.word_perplexity, 2),
+            "unigram_loss": None if unigram is None else round(unigram, 4)}
 
 
 def run(params: Params) -> None:
@@ -59,9 +60,13 @@ def run(params: Params) -> None:
     tokenizer = GPT1Tokenizer.load(PRETRAIN_DIR / "tokenizer.json")
     place = placement(params.pretrain.device, params.pretrain.precision)
     model = load_model(PRETRAIN_DIR).to(place.device)
-    manifest = json.loads((SHARDS_DIR / "manifest.json").read_text())
-    train = read_verified_split(SHARDS_DIR / "train", manifest["splits"]["train"]["shards"])
-    unigram = unigram_log_probs(train, tokenizer.vocab_size)
+    # the unigram baseline is the frequencies of the text the model was pretrained on, which
+    # only a model pretrained here has in the shards
+    unigram = None
+    if params.pretrain.source == "train":
+        manifest = json.loads((SHARDS_DIR / "manifest.json").read_text())
+        train = read_verified_split(SHARDS_DIR / "train", manifest["splits"]["train"]["shards"])
+        unigram = unigram_log_probs(train, tokenizer.vocab_size)
     cleaner = TextCleaner()
     root, scored, streams, losses = Path(params.ingest.root), {}, [], []
     for path in files:
@@ -74,7 +79,7 @@ def run(params: Params) -> None:
             loss = text_loss(model, ids, words, params.lm_eval.batch_size, place)
         except ValueError as err:
             raise ValueError(f"{path}: {err}") from None
-        scored[source] = _figures(loss, cross_entropy(unigram, [ids]))
+        scored[source] = _figures(loss, None if unigram is None else cross_entropy(unigram, [ids]))
         streams.append(ids)
         losses.append(loss)
         log.info("%s: %s", source, scored[source])
@@ -82,12 +87,13 @@ def run(params: Params) -> None:
                      sum(loss.words for loss in losses))
     pretrained = json.loads(PRETRAIN_METRICS.read_text())
     metrics = {"run": True, "files": scored,
-               "all": _figures(total, cross_entropy(unigram, streams)),
-               "val_loss": pretrained["val_loss"],
-               "unigram_val_loss": pretrained["unigram_val_loss"]}
+               "all": _figures(total, None if unigram is None
+                               else cross_entropy(unigram, streams)),
+               "val_loss": pretrained.get("val_loss"),  # none for an imported model
+               "unigram_val_loss": pretrained.get("unigram_val_loss")}
     write_text(LM_EVAL_METRICS, json.dumps(metrics, indent=2) + "\n")
-    log.info("held-out loss %.4f nats/token (%.4f per word) against val %.4f; token "
-             "frequencies alone: %.4f", total.per_token, total.per_word, pretrained["val_loss"],
+    log.info("held-out loss %.4f nats/token (%.4f per word); val %s, token frequencies alone: "
+             "%s", total.per_token, total.per_word, metrics["val_loss"],
              metrics["all"]["unigram_loss"])
 
 

@@ -2,11 +2,13 @@
 
 from pathlib import Path
 
+from gpt1.config import SHARDS_FOLDER
+
 RAW_CORPUS = Path("data/raw/corpus")
 RAW_TASKS = Path("data/raw/tasks")
 CLEAN_DIR = Path("data/clean")
 BPE_DIR = Path("artifacts/bpe")
-SHARDS_DIR = Path("data/shards")
+SHARDS_DIR = Path(SHARDS_FOLDER)
 PRETRAIN_DIR = Path("artifacts/pretrain")
 PRETRAIN_CHECKPOINTS = Path("artifacts/checkpoints/pretrain")
 PRETRAIN_METRICS = Path("metrics/pretrain.json")

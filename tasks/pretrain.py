@@ -9,6 +9,7 @@ import hashlib
 import json
 import logging
 import shutil
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,9 +18,10 @@ import torch
 from dvclive import Live
 
 from gpt1.atomic import atomic_dir, write_text
-from gpt1.config import Params, PretrainParams
+from gpt1.config import SOURCE_TITLES, Params, PretrainParams
 from gpt1.corpus.bpe import GPT1Tokenizer
 from gpt1.corpus.shards import read_verified_split, unigram_loss
+from gpt1.interop.source import import_pretrained
 from gpt1.model.lstm import LSTMConfig, width_for_parameters
 from gpt1.model.registry import build_trunk, save_model
 from gpt1.model.transformer import GPT1Config
@@ -42,15 +44,15 @@ from tasks.paths import (
     PRETRAIN_SNAPSHOTS,
     SHARDS_DIR,
 )
-from tasks.stage import main
+from tasks.stage import main, write_not_run
 
 log = logging.getLogger("tasks.pretrain")  # run as __main__: named by its module path
 
 UNIGRAM_MARGIN = 0.1  # nats: closer than this to the unigram loss, context is barely used
 # Knobs that change neither the data nor the arithmetic of training: a checkpoint written under
-# other values of these is still resumed from.
+# other values of these is still resumed from. (A run trains only when source is train.)
 NOT_IN_FINGERPRINT = {"log_every", "checkpoint_every", "keep_checkpoints", "keep_other_runs",
-                      "peak_tflops"}
+                      "peak_tflops", "source", "source_dir"}
 # What `pretrain.extend` lets differ between a run and the shorter one it continues.
 BUDGET = ("max_steps", "extend")
 
@@ -156,19 +158,55 @@ def copy_snapshots(checkpoints: CheckpointStore, snapshots: list[int], max_steps
             shutil.copytree(kept[step], out / PRETRAIN_SNAPSHOTS / kept[step].name)
 
 
-def record_not_run(outputs: Outputs, reason: str) -> None:
-    with atomic_dir(outputs.model) as tmp:
-        (tmp / "status.json").write_text(json.dumps({"run": False, "reason": reason}) + "\n")
+def _no_training_outputs(outputs: Outputs) -> None:
+    """The folders dvc.yaml declares that only training fills: the live logs, the checkpoints."""
     outputs.live.mkdir(parents=True, exist_ok=True)
     outputs.checkpoints.mkdir(parents=True, exist_ok=True)
+
+
+def record_not_run(outputs: Outputs, reason: str) -> None:
+    write_not_run(outputs.model, reason)
+    _no_training_outputs(outputs)
     write_text(outputs.metrics, json.dumps({"run": False, "reason": reason}, indent=2) + "\n")
     log.info("not run: %s", reason)
 
 
+def import_source(params: Params, outputs: Outputs) -> None:
+    """`pretrain.source` openai or hf: the released model and its tokenizer as the pretrained
+    model, in place of pretraining."""
+    pretrain = params.pretrain
+    started = time.perf_counter()
+    imported = import_pretrained(pretrain.source, Path(pretrain.source_dir), params.model,
+                                 pretrain.seed)
+    cfg = imported.model.config
+    with atomic_dir(outputs.model) as tmp:
+        save_model(imported.model, tmp)
+        imported.tokenizer.save(str(tmp / "tokenizer.json"))
+    _no_training_outputs(outputs)
+    metrics = {"run": True, "source": pretrain.source, "source_dir": pretrain.source_dir,
+               "model_type": cfg.model_type, "parameters": imported.model.num_parameters(),
+               "vocab_size": cfg.vocab_size, "n_ctx": cfg.n_ctx, "n_embd": cfg.n_embd,
+               "n_layer": cfg.n_layer, "n_head": cfg.n_head,
+               "seconds": round(time.perf_counter() - started, 1)}
+    write_text(outputs.metrics, json.dumps(metrics, indent=2) + "\n")
+    log.info("imported %s from %s: %d layers x %d, %d heads, %d tokens, n_ctx %d (%s "
+             "parameters)", SOURCE_TITLES[pretrain.source], pretrain.source_dir, cfg.n_layer,
+             cfg.n_embd, cfg.n_head, cfg.vocab_size, cfg.n_ctx,
+             f"{metrics['parameters']:,}")
+
+
 def run(params: Params, trunk: str = "gpt1") -> None:
     outputs = OUTPUTS[trunk]
+    source = params.pretrain.source
+    if trunk == "lstm" and source != "train":
+        record_not_run(outputs, f"pretrain.source is {source}: the LSTM control is pretrained "
+                                "only beside a Transformer pretrained here, on the same shards")
+        return
     if trunk == "lstm" and "lstm" not in params.analysis.ablation.variants:
         record_not_run(outputs, "lstm is not in analysis.ablation.variants")
+        return
+    if source != "train":
+        import_source(params, outputs)
         return
     tokenizer_path = BPE_DIR / "tokenizer.json"
     tokenizer = GPT1Tokenizer.load(tokenizer_path)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import errno
+import json
 import logging
 import os
 import sys
@@ -11,6 +12,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from gpt1.atomic import atomic_dir
 from gpt1.config import Params, ParamsError, load_params, read_yaml
 
 log = logging.getLogger(__name__)
@@ -19,6 +21,25 @@ log = logging.getLogger(__name__)
 # permissions. They exit 2 with one line; anything else is a bug and keeps its traceback.
 EXPECTED_FAILURES = (ParamsError, ValueError, FloatingPointError, OSError)
 NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
+
+
+STATUS_FILE = "status.json"  # in an output folder of a stage that had nothing to do: why
+
+
+def write_not_run(folder: Path, reason: str) -> None:
+    """Replace `folder` (an output dvc.yaml declares) with one holding only `status.json`, which
+    says the stage did not run and why: the output exists, as DVC requires, and says so."""
+    with atomic_dir(folder) as tmp:
+        (tmp / STATUS_FILE).write_text(json.dumps({"run": False, "reason": reason}) + "\n")
+
+
+def not_run_reason(folder: Path) -> str | None:
+    """Why the stage that writes `folder` did not run (`write_not_run`), or None if it ran."""
+    status = folder / STATUS_FILE
+    if not status.is_file():
+        return None
+    recorded = json.loads(status.read_text())
+    return None if recorded["run"] else recorded["reason"]
 
 
 def describe(err: BaseException) -> str:

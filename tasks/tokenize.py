@@ -11,12 +11,17 @@ from gpt1.corpus.bpe import GPT1Tokenizer
 from gpt1.corpus.encode import lopsided_split, tokenize_corpus
 from gpt1.corpus.shards import sha256_file, token_dtype
 from tasks.paths import BPE_DIR, CLEAN_DIR, SHARDS_DIR
-from tasks.stage import main
+from tasks.stage import main, write_not_run
 
 log = logging.getLogger("tasks.tokenize")  # run as __main__: named by its module path
 
 
 def run(params: Params) -> None:
+    if params.pretrain.source != "train":
+        write_not_run(SHARDS_DIR, f"pretrain.source is {params.pretrain.source}: nothing is "
+                                  "pretrained here")
+        log.info("not run: nothing is pretrained here")
+        return
     tokenizer_path = BPE_DIR / "tokenizer.json"
     tokenizer = GPT1Tokenizer.load(tokenizer_path)
     dtype = token_dtype(tokenizer.vocab_size)

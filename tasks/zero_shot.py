@@ -40,7 +40,7 @@ from tasks.paths import (
     RAW_TASKS,
     ZERO_SHOT_METRICS,
 )
-from tasks.stage import main
+from tasks.stage import main, not_run_reason
 
 log = logging.getLogger("tasks.zero_shot")  # run as __main__: named by its module path
 
@@ -128,9 +128,8 @@ def task_entry(task: TaskParams, zero_shot: ZeroShotTask) -> dict[str, Any]:
 def trunk_snapshots(trunk: str, model_dir: Path) -> dict[int, Path]:
     """step -> folder of each snapshot the trunk's pretraining kept, in step order; none where
     it was not run."""
-    status = model_dir / "status.json"
-    if status.is_file() and not (recorded := json.loads(status.read_text()))["run"]:
-        log.info("%s left out: not pretrained (%s)", trunk, recorded["reason"])
+    if (reason := not_run_reason(model_dir)) is not None:
+        log.info("%s left out: not pretrained (%s)", trunk, reason)
         return {}
     folder = model_dir / PRETRAIN_SNAPSHOTS
     found = snapshot_folders(folder)

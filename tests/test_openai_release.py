@@ -25,17 +25,17 @@ from typer.testing import CliRunner
 from gpt1.cli import app
 from gpt1.corpus.text import TextCleaner
 from gpt1.interop.openai import (
-    OpenAITextEncoder,
     import_release,
     load_release_params,
-    load_release_tokenizer,
     read_shapes,
     release_config,
     split_params,
 )
+from gpt1.interop.openai_text import OpenAITextEncoder, load_release_tokenizer
 from gpt1.model.registry import load_config, load_model
 from gpt1.model.transformer import GPT1, GPT1Config
 from tests.original_gpt1 import TextEncoder as OriginalTextEncoder
+from tests.releases import layout, write_release_weights
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -53,25 +53,9 @@ HF_LAYER = ("attn.c_attn.weight", "attn.c_attn.bias", "attn.c_proj.weight", "att
             "mlp.c_proj.weight", "mlp.c_proj.bias", "ln_2.weight", "ln_2.bias")
 
 
-def layout(n_positions: int, n_vocab: int, d: int, n_layer: int) -> list[list[int]]:
-    """params_shapes.json of a release: positions, tokens, then each layer's conv kernels
-    [1, in, out], biases and LayerNorm gains and biases."""
-    layer = [[1, d, 3 * d], [3 * d], [1, d, d], [d], [d], [d],
-             [1, d, 4 * d], [4 * d], [1, 4 * d, d], [d], [d], [d]]
-    return [[n_positions, d], [n_vocab, d], *layer * n_layer]
-
-
 def write_release(folder: Path, seed: int = 0) -> list[np.ndarray]:
-    """A small release in the original's files: ten 1-D float32 shards of unequal sizes."""
-    rng = np.random.default_rng(seed)
-    shapes = layout(POSITIONS, V, D, LAYERS)
-    arrays = [rng.normal(0.0, 0.3, shape).astype(np.float32) for shape in shapes]
-    flat = np.concatenate([a.ravel() for a in arrays])
-    cuts = np.sort(rng.choice(np.arange(1, flat.size), size=9, replace=False))
-    folder.mkdir(parents=True)
-    for n, shard in enumerate(np.split(flat, cuts)):
-        np.save(folder / f"params_{n}.npy", shard)
-    (folder / "params_shapes.json").write_text(json.dumps(shapes))
+    """A small release in the original's files, over the toy vocabulary above."""
+    arrays = write_release_weights(folder, layout(POSITIONS, V, D, LAYERS), seed)
     (folder / "encoder_bpe_40000.json").write_text(json.dumps({t: i for i, t in
                                                                enumerate(TOKENS)}))
     merges = "".join(f"{a} {b}\n" for a, b in MERGES)

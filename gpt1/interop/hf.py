@@ -193,15 +193,9 @@ def export_hf(model_dir: Path, out_dir: Path, force: bool = False) -> Path:
     return out_dir
 
 
-def import_hf(hf_dir: Path, out_dir: Path, force: bool = False) -> list[str]:
-    """Write the HF `openai-gpt` checkpoint in `hf_dir` as our model directory `out_dir`.
-
-    Reads `config.json` and `model.safetensors` (or `pytorch_model.bin`); returns the keys it
-    left out. The tokenizer is not copied: ours must hold GPT-1's special tokens. An existing
-    `out_dir` holding more than `MODEL_DIR_FILES` is refused, unless `force`.
-    """
-    check_replaceable(out_dir, MODEL_DIR_FILES, force)
-    config_path = hf_dir / "config.json"
+def read_hf_config(hf_dir: Path) -> GPT1Config:
+    """Our config from the `config.json` of an HF `openai-gpt` directory (`from_hf_config`)."""
+    config_path = Path(hf_dir) / "config.json"
     if not config_path.is_file():
         raise FileNotFoundError(f"{config_path}: not found")
     try:
@@ -210,9 +204,25 @@ def import_hf(hf_dir: Path, out_dir: Path, force: bool = False) -> list[str]:
         raise ValueError(f"{config_path}: not JSON ({err})") from None
     if not isinstance(hf_config, dict):
         raise ValueError(f"{config_path}: expected a JSON object")
-    cfg = from_hf_config(hf_config, str(config_path))
-    sd, weights_path = _read_hf_weights(hf_dir)
-    model, ignored = from_hf_state_dict(sd, cfg, str(weights_path))
+    return from_hf_config(hf_config, str(config_path))
+
+
+def load_hf_model(hf_dir: Path, cfg: GPT1Config) -> tuple[GPT1, list[str]]:
+    """Our model from the weights of an HF `openai-gpt` directory (`model.safetensors` or
+    `pytorch_model.bin`) of config `cfg`; returns it and the keys it left out."""
+    sd, weights_path = _read_hf_weights(Path(hf_dir))
+    return from_hf_state_dict(sd, cfg, str(weights_path))
+
+
+def import_hf(hf_dir: Path, out_dir: Path, force: bool = False) -> list[str]:
+    """Write the HF `openai-gpt` checkpoint in `hf_dir` as our model directory `out_dir`.
+
+    Reads `config.json` and `model.safetensors` (or `pytorch_model.bin`); returns the keys it
+    left out. The tokenizer is not copied: ours must hold GPT-1's special tokens. An existing
+    `out_dir` holding more than `MODEL_DIR_FILES` is refused, unless `force`.
+    """
+    check_replaceable(out_dir, MODEL_DIR_FILES, force)
+    model, ignored = load_hf_model(hf_dir, read_hf_config(hf_dir))
     with atomic_dir(out_dir) as tmp:
         save_model(model, tmp)
     return ignored

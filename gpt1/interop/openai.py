@@ -13,18 +13,16 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterable
-from functools import cached_property
+from dataclasses import replace
 from pathlib import Path
+from typing import NamedTuple
 
-import ftfy
 import numpy as np
 import torch
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers
 
 from gpt1.atomic import atomic_dir, check_replaceable
-from gpt1.corpus.bpe import END_OF_WORD, SPECIAL_TOKENS, UNK, GPT1Tokenizer
-from gpt1.corpus.text import text_standardize
+from gpt1.corpus.bpe import END_OF_WORD, SPECIAL_TOKENS, UNK
 from gpt1.interop.hf import MODEL_DIR_FILES
 from gpt1.model.registry import save_model
 from gpt1.model.transformer import GPT1, GPT1Config
@@ -117,9 +115,17 @@ def load_release_params(release_dir: Path) -> list[np.ndarray]:
     return split_params(np.concatenate(shards, dtype=np.float32), shapes)
 
 
-def release_config(shapes: list[Shape], n_ctx: int = 512, n_head: int = 12,
-                   n_special: int = len(SPECIAL_TOKENS)) -> GPT1Config:
-    """Our config for the release's shapes, after checking every shape against the layout."""
+class Layout(NamedTuple):
+    """A release's sizes, as its `params_shapes.json` gives them."""
+
+    n_positions: int
+    n_tokens: int
+    n_embd: int
+    n_layer: int
+
+
+def release_layout(shapes: list[Shape]) -> Layout:
+    """The sizes of a release, after checking every shape against the original's layout."""
     if len(shapes) < 14 or (len(shapes) - 2) % len(LAYER_ARRAYS):
         raise ValueError(f"{SHAPES_FILE}: expected positions, tokens and {len(LAYER_ARRAYS)} "
                          f"arrays per layer, got {len(shapes)} arrays")
@@ -134,73 +140,105 @@ def release_config(shapes: list[Shape], n_ctx: int = 512, n_head: int = 12,
             layer, name = divmod(i, len(LAYER_ARRAYS))
             raise ValueError(f"{SHAPES_FILE}: array {i + 2} (layer {layer} "
                              f"{LAYER_ARRAYS[name]}) has shape {list(got)}, expected {list(want)}")
-    if not 1 <= n_ctx <= positions[0]:
-        raise ValueError(f"n_ctx must be between 1 and the release's {positions[0]} positions, "
-                         f"got {n_ctx}")
-    if n_head < 1 or d % n_head:
-        raise ValueError(f"n_head must divide the embedding width {d}, got {n_head}")
-    return GPT1Config(vocab_size=tokens[0] + n_special, n_ctx=n_ctx, n_embd=d, n_layer=n_layer,
-                      n_head=n_head)
+    return Layout(positions[0], tokens[0], d, n_layer)
+
+
+def release_config(shapes: list[Shape], n_ctx: int = 512, n_head: int = 12,
+                   n_special: int = len(SPECIAL_TOKENS)) -> GPT1Config:
+    """Our config for the release's shapes (`release_layout`), `n_special` token rows added."""
+    layout = release_layout(shapes)
+    if not 1 <= n_ctx <= layout.n_positions:
+        raise ValueError(f"n_ctx must be between 1 and the release's {layout.n_positions} "
+                         f"positions, got {n_ctx}")
+    if n_head < 1 or layout.n_embd % n_head:
+        raise ValueError(f"n_head must divide the embedding width {layout.n_embd}, got {n_head}")
+    return GPT1Config(vocab_size=layout.n_tokens + n_special, n_ctx=n_ctx, n_embd=layout.n_embd,
+                      n_layer=layout.n_layer, n_head=n_head)
+
+
+def special_rows(n_special: int, n_embd: int, seed: int) -> np.ndarray:
+    """Token rows for the special tokens, drawn as `train.py` drew the rows it appended after the
+    release's: N(0, 0.02) (the original's `np.random.randn(n_special, n_embd) * 0.02`, seeded
+    here so that an import is reproducible)."""
+    return np.random.default_rng(seed).normal(0.0, 0.02, (n_special, n_embd)).astype(np.float32)
+
+
+def adapted(model: GPT1, n_ctx: int, n_special: int, seed: int,
+            dropout: float | None = None) -> GPT1:
+    """`model` with its positions cut to the first `n_ctx`, `n_special` new token rows from
+    `special_rows` appended after its vocabulary, and (where given) `dropout` on embeddings,
+    attention and residuals."""
+    cfg = model.config
+    if not 1 <= n_ctx <= cfg.n_ctx:
+        raise ValueError(f"n_ctx must be between 1 and the model's {cfg.n_ctx} positions, got "
+                         f"{n_ctx}")
+    state = model.state_dict()
+    state["positions_embed.weight"] = state["positions_embed.weight"][:n_ctx]
+    rows = torch.from_numpy(special_rows(n_special, cfg.n_embd, seed))
+    state["tokens_embed.weight"] = torch.cat([state["tokens_embed.weight"], rows])
+    pdrop = {} if dropout is None else {"embd_pdrop": dropout, "attn_pdrop": dropout,
+                                        "resid_pdrop": dropout}
+    with torch.device("meta"):  # no random init of weights about to be replaced
+        out = GPT1(replace(cfg, vocab_size=cfg.vocab_size + n_special, n_ctx=n_ctx, **pdrop))
+    out.load_state_dict({k: v.contiguous() for k, v in state.items()}, strict=True, assign=True)
+    return out
 
 
 def release_to_model(params: list[np.ndarray], n_ctx: int = 512, n_head: int = 12,
-                     n_special: int = len(SPECIAL_TOKENS), seed: int = 0) -> GPT1:
-    """Our model holding the release's weights.
-
-    The token embedding is the release's rows followed by `n_special` new rows drawn from
-    N(0, 0.02) (seeded), as `train.py` appended its special tokens; positions are cut to `n_ctx`.
-    """
-    cfg = release_config([p.shape for p in params], n_ctx, n_head, n_special)
+                     n_special: int = len(SPECIAL_TOKENS), seed: int = 0,
+                     dropout: float | None = None) -> GPT1:
+    """Our model holding the release's weights: its token rows followed by `n_special` new rows
+    (`special_rows`), as `train.py` appended its special tokens; positions cut to `n_ctx`."""
+    cfg = release_config([p.shape for p in params], n_ctx, n_head, n_special)  # checks them all
     positions, tokens, *layers = params
-    special = np.random.default_rng(seed).normal(0.0, 0.02, (n_special, cfg.n_embd))
-    arrays = {"positions_embed.weight": positions[:n_ctx],
-              "tokens_embed.weight": np.concatenate([tokens, special.astype(np.float32)])}
+    arrays = {"positions_embed.weight": positions, "tokens_embed.weight": tokens}
     for i, array in enumerate(layers):
         layer, name = divmod(i, len(LAYER_ARRAYS))
         # a conv kernel [1, in, out] is the transpose of nn.Linear's (out, in)
         arrays[f"h.{layer}.{LAYER_ARRAYS[name]}"] = array[0].T if array.ndim == 3 else array
-    with torch.device("meta"):  # no random init of weights about to be replaced
-        model = GPT1(cfg)
+    with torch.device("meta"):
+        model = GPT1(replace(cfg, vocab_size=tokens.shape[0], n_ctx=positions.shape[0]))
     state = {k: torch.from_numpy(np.ascontiguousarray(v, dtype=np.float32))
              for k, v in arrays.items()}
     model.load_state_dict(state, strict=True, assign=True)
-    return model
+    return adapted(model, n_ctx, n_special, seed, dropout)
 
 
-def _read_encoder(path: Path) -> dict[str, int]:
-    encoder = _read_json(path)
+Merge = tuple[str, str]
+
+
+def checked_encoder(encoder: object, source: str) -> dict[str, int]:
+    """`encoder` if it is a token -> id map with ids 0..n-1; ValueError naming `source` if not."""
     if not isinstance(encoder, dict) or sorted(encoder.values()) != list(range(len(encoder))):
-        raise ValueError(f"{path}: expected a token -> id map with ids 0..n-1")
+        raise ValueError(f"{source}: expected a token -> id map with ids 0..n-1")
     return encoder
 
 
-def _read_merges(path: Path, encoder: dict[str, int]) -> list[tuple[str, str]]:
+def checked_merge(pair: tuple[str, ...], encoder: dict[str, int], where: str) -> Merge:
+    """`pair` if it merges two tokens of `encoder` into a third; ValueError naming `where`."""
+    if len(pair) != 2 or any(tok not in encoder for tok in (*pair, "".join(pair))):
+        raise ValueError(f"{where} {' '.join(pair)!r} is not a merge of two tokens of the "
+                         "encoder into a third")
+    return pair[0], pair[1]
+
+
+def _read_merges(path: Path, encoder: dict[str, int]) -> list[Merge]:
     if not path.is_file():
         raise FileNotFoundError(f"{path}: not found")
     first, *lines = path.read_text(encoding="utf-8").split("\n")
     if not first.startswith("#version"):
         raise ValueError(f"{path}: line 1 should be the '#version' header, got {first[:40]!r}")
-    merges = []
-    for number, line in enumerate(lines, start=2):
-        if not line:
-            continue
-        pair = tuple(line.split())
-        if len(pair) != 2 or any(tok not in encoder for tok in (*pair, "".join(pair))):
-            raise ValueError(f"{path}: line {number} {line!r} is not a merge of two tokens of "
-                             f"{ENCODER_FILE} into a third")
-        merges.append(pair)
-    return merges
+    return [checked_merge(tuple(line.split()), encoder, f"{path}: line {number}")
+            for number, line in enumerate(lines, start=2) if line]
 
 
-def release_tokenizer(release_dir: Path) -> Tokenizer:
-    """The released BPE as a `tokenizers` tokenizer, our special tokens appended after it.
+def gpt1_bpe(encoder: dict[str, int], merges: list[Merge]) -> Tokenizer:
+    """GPT-1's BPE of `encoder` (token -> id, `<unk>` = 0) and `merges` (in rank order) as a
+    `tokenizers` tokenizer, our special tokens appended after it.
 
     It splits words on spaces only, so that spaCy's newline tokens, which the original encodes as
     `\\n</w>`, stay words: on text without newlines it matches our own tokenizers' WhitespaceSplit.
     """
-    release_dir = Path(release_dir)
-    encoder = _read_encoder(release_dir / ENCODER_FILE)
-    merges = _read_merges(release_dir / MERGES_FILE, encoder)
     tokenizer = Tokenizer(models.BPE(vocab=encoder, merges=merges, unk_token=UNK,
                                      end_of_word_suffix=END_OF_WORD))
     tokenizer.normalizer = normalizers.Lowercase()
@@ -210,34 +248,27 @@ def release_tokenizer(release_dir: Path) -> Tokenizer:
     return tokenizer
 
 
-class OpenAITextEncoder:
-    """The original `TextEncoder.encode` on raw text: ftfy, `text_standardize`, spaCy tokens
-    (whitespace tokens included), lower-cased, then BPE, unknown pieces -> 0."""
-
-    def __init__(self, tokenizer: GPT1Tokenizer) -> None:
-        self.tokenizer = tokenizer
-
-    @cached_property
-    def _spacy(self):
-        import spacy
-
-        return spacy.blank("en").tokenizer
-
-    def words(self, text: str) -> list[str]:
-        return [tok.text.lower() for tok in self._spacy(text_standardize(ftfy.fix_text(text)))]
-
-    def encode(self, text: str) -> list[int]:
-        return self.tokenizer.encode(" ".join(self.words(text)))
-
-    def encode_batch(self, texts: list[str]) -> list[list[int]]:
-        return self.tokenizer.encode_batch([" ".join(self.words(t)) for t in texts])
-
-    def decode(self, ids: Iterable[int]) -> str:
-        return self.tokenizer.decode(ids)
+def bpe_tokenizer(encoder_path: Path, merges_path: Path) -> Tokenizer:
+    """`gpt1_bpe` of an encoder file (JSON) and a merges file (a `#version` line, then one merge
+    per line in rank order). OpenAI's release names them `encoder_bpe_40000.json` and
+    `vocab_40000.bpe`; a HuggingFace `openai-gpt` directory, `vocab.json` and `merges.txt`."""
+    encoder = checked_encoder(_read_json(encoder_path), str(encoder_path))
+    return gpt1_bpe(encoder, _read_merges(merges_path, encoder))
 
 
-def load_release_tokenizer(release_dir: Path) -> OpenAITextEncoder:
-    return OpenAITextEncoder(GPT1Tokenizer(release_tokenizer(release_dir)))
+def release_tokenizer(release_dir: Path) -> Tokenizer:
+    """The released BPE (`bpe_tokenizer` of the release's files)."""
+    return bpe_tokenizer(Path(release_dir) / ENCODER_FILE, Path(release_dir) / MERGES_FILE)
+
+
+def check_vocabulary(tokenizer: Tokenizer, token_rows: int, encoder_path: Path,
+                     rows_source: str) -> None:
+    """ValueError unless the model has a token row for each token of the encoder (before the
+    special tokens, which come after both)."""
+    n_tokens = tokenizer.get_vocab_size(with_added_tokens=False)
+    if n_tokens != token_rows:
+        raise ValueError(f"{encoder_path}: {n_tokens} tokens, but {rows_source} has {token_rows} "
+                         "token rows")
 
 
 def import_release(release_dir: Path, out_dir: Path, n_ctx: int = 512, n_head: int = 12,
@@ -251,10 +282,8 @@ def import_release(release_dir: Path, out_dir: Path, n_ctx: int = 512, n_head: i
     check_replaceable(out_dir, MODEL_DIR_FILES, force)
     tokenizer = release_tokenizer(release_dir)
     cfg = release_config(read_shapes(release_dir), n_ctx, n_head)
-    n_tokens = tokenizer.get_vocab_size(with_added_tokens=False)
-    if n_tokens + len(SPECIAL_TOKENS) != cfg.vocab_size:
-        raise ValueError(f"{release_dir / ENCODER_FILE}: {n_tokens} tokens, but {SHAPES_FILE} "
-                         f"has {cfg.vocab_size - len(SPECIAL_TOKENS)} token rows")
+    check_vocabulary(tokenizer, cfg.vocab_size - len(SPECIAL_TOKENS),
+                     release_dir / ENCODER_FILE, SHAPES_FILE)
     model = release_to_model(load_release_params(release_dir), n_ctx, n_head, seed=seed)
     with atomic_dir(out_dir) as tmp:
         save_model(model, tmp)

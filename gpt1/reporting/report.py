@@ -6,14 +6,31 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
-from gpt1.config import TaskParams
+from gpt1.config import SOURCE_TITLES, TaskParams
 
 PAPER_GLUE = 72.8  # the paper's GLUE score (Table 4; test sets, nine tasks)
 
 Result = dict[str, Any]  # a task's metrics file (metrics/finetune/<task>.json)
 
 
+def _imported_section(pretrain: Result) -> list[str]:
+    """The pretrained model came from elsewhere (`pretrain.source` openai or hf)."""
+    return [
+        "## Pretrained model",
+        "",
+        f"Imported from {SOURCE_TITLES[pretrain['source']]} in `{pretrain['source_dir']}` "
+        f"(pretrain.source {pretrain['source']}), not pretrained here: {pretrain['n_layer']} "
+        f"layers x {pretrain['n_embd']}, {pretrain['n_head']} heads, n_ctx {pretrain['n_ctx']}, "
+        f"{pretrain['vocab_size']:,} tokens (its BPE and GPT-1's 4 special tokens), "
+        f"{pretrain['parameters']:,} parameters. The special tokens' rows are new, drawn from "
+        "N(0, 0.02) as the original code drew them, and learned in fine-tuning.",
+        "",
+    ]
+
+
 def _pretrain_section(pretrain: Result) -> list[str]:
+    if pretrain.get("source", "train") != "train":
+        return _imported_section(pretrain)
     return [
         "## Pretraining",
         "",
@@ -45,13 +62,20 @@ def _heldout_section(lm_eval: Result) -> list[str]:
         "|---|---:|---:|---:|---:|---:|---:|---:|",
         *(f"| {name} | {r['tokens']:,} | {r['words']:,} | {r['loss']:.4f} | "
           f"{r['perplexity']:.2f} | {r['word_loss']:.4f} | {r['word_perplexity']:.2f} | "
-          f"{r['unigram_loss']:.4f} |" for name, r in rows),
+          f"{_loss(r['unigram_loss'])} |" for name, r in rows),
         "",
-        f"Text kept out of pretraining, cleaned and encoded as the corpus is. Beside it: the "
-        f"validation loss {lm_eval['val_loss']:.4f} (unigram {lm_eval['unigram_val_loss']:.4f}); "
-        "per word, models with other vocabularies compare.",
+        "Text kept out of pretraining, cleaned and encoded as the corpus is. Beside it: "
+        + (f"the validation loss {lm_eval['val_loss']:.4f} (unigram "
+           f"{lm_eval['unigram_val_loss']:.4f})" if lm_eval["val_loss"] is not None else
+           "no validation loss or unigram baseline: the model was imported, and its "
+           "pretraining text is not here")
+        + "; per word, models with other vocabularies compare.",
         "",
     ]
+
+
+def _loss(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.4f}"
 
 
 def _figure(summary: dict[str, float]) -> str:
