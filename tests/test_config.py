@@ -257,3 +257,19 @@ def test_bad_analysis_params_name_the_key(raw: dict, tmp_path: Path, change, exp
                                           ) -> None:
     change(raw)
     assert expected in _error(raw, tmp_path)
+
+
+@pytest.mark.parametrize(("source", "source_dir", "expected"), [
+    ("train", "../openai-gpt1", "pretrain.source_dir: source train pretrains on the token shards, "
+                                "so it must be data/shards, got '../openai-gpt1'"),
+    ("openai", "data/shards", "pretrain.source_dir: source openai imports a released model: "
+                              "name its folder, got 'data/shards'"),
+    ("hf", "", "pretrain.source_dir: source hf imports a released model: name its folder"),
+    ("gpt2", "../gpt2", "pretrain.source: Input should be 'train', 'openai' or 'hf'"),
+])
+def test_pretrained_source_and_its_folder(raw: dict, tmp_path: Path, source: str,
+                                          source_dir: str, expected: str) -> None:
+    raw["pretrain"].update(source=source, source_dir=source_dir)
+    assert expected in _error(raw, tmp_path)
+    raw["pretrain"].update(source="openai", source_dir="../openai-gpt1")
+    assert parse_params(raw).pretrain.source_dir == "../openai-gpt1"
