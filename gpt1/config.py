@@ -107,8 +107,8 @@ class TrainingParams(Section):
 SHARDS_FOLDER = "data/shards"
 # Where a pretrained model can come from: pretrained here, OpenAI's release, a HuggingFace folder.
 Source = Literal["train", "openai", "hf"]
-SOURCE_TITLES = {"train": "pretrained here", "openai": "OpenAI's released GPT-1",
-                 "hf": "a HuggingFace openai-gpt model"}
+# the released sources, as the logs and the report name them
+SOURCE_TITLES = {"openai": "OpenAI's released GPT-1", "hf": "a HuggingFace openai-gpt model"}
 
 
 class PretrainParams(TrainingParams):

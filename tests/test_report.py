@@ -117,6 +117,24 @@ def test_held_out_text_sits_beside_the_val_loss_and_the_unigram_baseline() -> No
     assert "Not scored: no held-out text named." in skipped
 
 
+def test_an_imported_model_says_where_it_came_from() -> None:
+    imported = {"run": True, "source": "openai", "source_dir": "../release/model",
+                "model_type": "gpt1", "parameters": 116_537_856, "vocab_size": 40_482,
+                "n_ctx": 512, "n_embd": 768, "n_layer": 12, "n_head": 12, "seconds": 7.8}
+    book = {"tokens": 1_000, "words": 800, "loss": 3.5, "perplexity": 33.12, "word_loss": 4.4,
+            "word_perplexity": 81.45, "unigram_loss": None}
+    lm_eval = {"run": True, "files": {"books/kept.txt": book}, "all": book, "val_loss": None,
+               "unigram_val_loss": None}
+    text = render_summary(imported, TASKS, {"sst2": SST2}, lm_eval=lm_eval)
+    assert "## Pretraining" not in text and "## Pretrained model" in text
+    assert ("Imported from OpenAI's released GPT-1 in `../release/model` (pretrain.source "
+            "openai), not pretrained here: 12 layers x 768, 12 heads, n_ctx 512, 40,482 tokens"
+            ) in text
+    assert _row(text, "books/kept.txt")[-1] == "n/a"
+    assert "no validation loss or unigram baseline: the model was imported" in text
+    assert_tables_well_formed(text.splitlines())
+
+
 def test_further_sections_follow_the_task_figures() -> None:
     sections = ["## Ablations (Table 5)", "", "Nothing ran: no data.", ""]
     text = render_summary(PRETRAIN, TASKS, {"sst2": SST2}, sections=sections)
