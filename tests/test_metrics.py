@@ -34,6 +34,16 @@ def test_matthews_correlation_in_percent() -> None:
     assert score(["mcc"], labels, np.ones_like(labels))["mcc"] == 0.0  # constant predictions
 
 
+def test_correlations_of_a_constant_predictor_are_zero() -> None:
+    """SciPy's Pearson and Spearman are undefined (NaN) for constant predictions, which a
+    collapsed regression head gives; they count as no correlation, as MCC counts them."""
+    labels = np.array([0.5, 2.0, 3.5, 4.0])
+    got = score(["pearson", "spearman"], labels, np.full(4, 0.684))
+    assert got == {"pearson": 0.0, "spearman": 0.0}
+    assert score(["pearson"], np.full(4, 2.0), labels) == {"pearson": 0.0}
+    assert score(["pearson"], labels, labels * 2 + 1)["pearson"] == pytest.approx(100.0)
+
+
 def test_f1_of_the_positive_class_with_accuracy() -> None:
     labels = np.array([1, 1, 1, 1, 0, 0])
     preds = np.array([1, 1, 1, 0, 1, 0])

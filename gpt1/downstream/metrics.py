@@ -8,12 +8,25 @@ import numpy as np
 from scipy.stats import pearsonr, spearmanr
 from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 
-_METRICS: dict[str, Callable[[np.ndarray, np.ndarray], float]] = {
+MetricFn = Callable[[np.ndarray, np.ndarray], float]
+
+
+def _correlation(coefficient: Callable) -> MetricFn:
+    """A SciPy correlation coefficient, 0 where predictions or labels do not vary: undefined
+    there (SciPy gives NaN), and 0 as Matthews' coefficient is 0 for a constant predictor."""
+    def metric(y: np.ndarray, p: np.ndarray) -> float:
+        if np.ptp(p) == 0 or np.ptp(y) == 0:
+            return 0.0
+        return float(coefficient(y, p).statistic)
+    return metric
+
+
+_METRICS: dict[str, MetricFn] = {
     "accuracy": lambda y, p: float(accuracy_score(y, p)),
     "mcc": lambda y, p: float(matthews_corrcoef(y, p)),  # CoLA
     "f1": lambda y, p: float(f1_score(y, p)),  # MRPC, QQP: F1 of the positive class (label 1)
-    "pearson": lambda y, p: float(pearsonr(y, p).statistic),  # STS-B
-    "spearman": lambda y, p: float(spearmanr(y, p).statistic),
+    "pearson": _correlation(pearsonr),  # STS-B
+    "spearman": _correlation(spearmanr),
 }
 
 
