@@ -139,13 +139,18 @@ class PretrainParams(TrainingParams):
                              f"({self.max_steps}): the learning rate would never reach its peak")
         return self
 
+    @property
+    def released(self) -> bool:
+        """The model comes from a release (source openai or hf), not from pretraining here."""
+        return self.source != "train"
+
     @model_validator(mode="after")
     def _source_folder_named(self) -> PretrainParams:
-        if self.source == "train" and self.source_dir != SHARDS_FOLDER:
+        if not self.released and self.source_dir != SHARDS_FOLDER:
             raise ValueError(f"source_dir: source train pretrains on the token shards, so it "
                              f"must be {SHARDS_FOLDER}, got {self.source_dir!r} (a release "
                              "folder needs source openai or hf)")
-        if self.source != "train" and (not self.source_dir
+        if self.released and (not self.source_dir
                                        or Path(self.source_dir) == Path(SHARDS_FOLDER)):
             raise ValueError(f"source_dir: source {self.source} imports a released model: name "
                              f"its folder, got {self.source_dir!r}")

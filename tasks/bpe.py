@@ -18,7 +18,7 @@ log = logging.getLogger("tasks.bpe")  # run as __main__: named by its module pat
 
 
 def run(params: Params) -> None:
-    if params.pretrain.source != "train":
+    if params.pretrain.released:
         write_not_run(BPE_DIR, f"pretrain.source is {params.pretrain.source}: the tokenizer "
                                f"comes with the model in {params.pretrain.source_dir}")
         log.info("not run: the tokenizer comes with the imported model")

@@ -63,7 +63,7 @@ def run(params: Params) -> None:
     # the unigram baseline is the frequencies of the text the model was pretrained on, which
     # only a model pretrained here has in the shards
     unigram = None
-    if params.pretrain.source == "train":
+    if not params.pretrain.released:
         manifest = json.loads((SHARDS_DIR / "manifest.json").read_text())
         train = read_verified_split(SHARDS_DIR / "train", manifest["splits"]["train"]["shards"])
         unigram = unigram_log_probs(train, tokenizer.vocab_size)

@@ -197,15 +197,15 @@ def import_source(params: Params, outputs: Outputs) -> None:
 
 def run(params: Params, trunk: str = "gpt1") -> None:
     outputs = OUTPUTS[trunk]
-    source = params.pretrain.source
-    if trunk == "lstm" and source != "train":
-        record_not_run(outputs, f"pretrain.source is {source}: the LSTM control is pretrained "
-                                "only beside a Transformer pretrained here, on the same shards")
+    if trunk == "lstm" and params.pretrain.released:
+        record_not_run(outputs, f"pretrain.source is {params.pretrain.source}: the LSTM control "
+                                "is pretrained only beside a Transformer pretrained here, on the "
+                                "same shards")
         return
     if trunk == "lstm" and "lstm" not in params.analysis.ablation.variants:
         record_not_run(outputs, "lstm is not in analysis.ablation.variants")
         return
-    if source != "train":
+    if params.pretrain.released:
         import_source(params, outputs)
         return
     tokenizer_path = BPE_DIR / "tokenizer.json"

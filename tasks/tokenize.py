@@ -17,7 +17,7 @@ log = logging.getLogger("tasks.tokenize")  # run as __main__: named by its modul
 
 
 def run(params: Params) -> None:
-    if params.pretrain.source != "train":
+    if params.pretrain.released:
         write_not_run(SHARDS_DIR, f"pretrain.source is {params.pretrain.source}: nothing is "
                                   "pretrained here")
         log.info("not run: nothing is pretrained here")
