@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import hashlib
+import re
 from pathlib import Path
 
-from gpt1.corpus.books import paragraphs, split_documents, strip_gutenberg
+from gpt1.corpus.books import paragraphs, read_book, split_documents, strip_gutenberg
 
 HEADER = (
     "The Project Gutenberg eBook of A Test Book\n"
@@ -194,3 +195,56 @@ def test_real_books_give_the_documents_they_gave_before(shared_data: Path) -> No
         docs = split_documents(text, doc_chars=20_000)
         assert (len(docs), hashlib.sha256("\0".join(docs).encode()).hexdigest()) == \
             (count, digest), name
+
+
+# The 1990s e-texts: no START line; the licence ("small print") closes the header, and the book
+# ends with an "End of this Project Gutenberg Etext" line or the title line again. Layout from
+# pg2432 lines 1-290 and its last 3 lines, pg778's last line.
+OLD_HEADER = (
+    "The Project Gutenberg Etext of A Test Book by A. Writer\r\n"
+    "*******************************************************************\r\n"
+    "**Etexts Readable By Both Humans and By Computers, Since 1971**\r\n\r\n"
+    "***START**THE SMALL PRINT!**FOR PUBLIC DOMAIN ETEXTS**START***\r\n"
+    'Why is this "Small Print!" statement here?  You know: lawyers.\r\n\r\n'
+    "*END*THE SMALL PRINT! FOR PUBLIC DOMAIN ETEXTS*Ver.04.29.93*END*\r\n\r\n\r\n"
+)
+OLD_TRAILERS = ("End of this Project Gutenberg Etext of A Test Book by A.\r\nWriter\r\n",
+                "*Project Gutenberg Etext of A Test Book, by A. Writer*\r\n")
+
+
+def test_old_small_print_header_and_trailers_are_stripped() -> None:
+    for trailer in OLD_TRAILERS:
+        book = OLD_HEADER + "A TEST BOOK\r\n\r\nIt begins.\r\n\r\nTHE END\r\n\r\n\r\n" + trailer
+        assert split_documents(book, doc_chars=10_000) == ["A TEST BOOK\nIt begins.\nTHE END"]
+
+
+def test_a_repeated_start_marker_strips_the_header_between() -> None:
+    """pg148 repeats its START line with 11 lines of header between them."""
+    text = ("*** START OF THIS PROJECT GUTENBERG EBOOK X ***\nTitle: X\nRelease Date: 2016\n"
+            "*** START OF THIS PROJECT GUTENBERG EBOOK X ***\nbody\n"
+            "*** END OF THIS PROJECT GUTENBERG EBOOK X ***\n")
+    assert split_documents(text, doc_chars=10_000) == ["body"]
+
+
+OLD_STYLE_BOOKS = {  # file: (its first words of prose, its last words)
+    "pg2432_barchester_towers.txt": ("BARCHESTER TOWERS", "THE END"),
+    "pg690_proposed_roads_to_freedom.txt": ("Scanned by Charles Keller", "Yellow races, 151, 210"),
+    "pg778_five_children_and_it.txt": ("FIVE CHILDREN AND IT", "But I must say no more."),
+}
+# what the header, its licence and the trailers say, and no book would
+LICENCE_WORDS = ("Project Gutenberg", "Small Print", "Etext", "You know: lawyers",
+                 "public domain work", "Carnegie-Mellon", "Benedictine University", "royalties",
+                 "LIMITED WARRANTY", "DISCLAIMER", "Hart", "promo.net")
+
+
+def test_old_style_books_keep_no_licence_text(shared_data: Path) -> None:
+    """The three books of ../shared/data/books whose header has no `*** START OF` line (its
+    README names them): the documents run from the book's first words to its last, and no
+    word of the header, the licence or the trailer is left."""
+    for name, (first, last) in OLD_STYLE_BOOKS.items():
+        docs = split_documents(read_book(shared_data / "books" / name), doc_chars=20_000)
+        text = "\n".join(docs)
+        assert text.startswith(first) and text.endswith(last), (name, text[:80], text[-80:])
+        left = [word for word in LICENCE_WORDS
+                if re.search(rf"\b{re.escape(word)}\b", text, re.I)]
+        assert not left, f"{name}: {left}"

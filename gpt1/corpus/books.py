@@ -8,11 +8,18 @@ from pathlib import Path
 
 from gpt1.downstream.glue import utf8_errors
 
+# Today's e-texts frame the book with "*** START OF ..." and "*** END OF ..." lines. The 1990s
+# ones have no START line: their header ends with the licence, whose last line is "*END*THE SMALL
+# PRINT! ...*END*", and they close with "End of [this|the] Project Gutenberg Etext of <title>"
+# or the title line again, in asterisks. Either kind may put an "End of ... Project Gutenberg
+# ..." line before its END marker.
 _START = re.compile(r"^\*\*\* ?START OF (THIS|THE) PROJECT GUTENBERG.*$", re.MULTILINE | re.I)
-_END = re.compile(r"^\*\*\* ?END OF (THIS|THE) PROJECT GUTENBERG.*$", re.MULTILINE | re.I)
+_SMALL_PRINT_END = re.compile(r"^\*END\*THE SMALL PRINT!.*$", re.MULTILINE | re.I)
+_END = re.compile(r"^(\*\*\* ?END OF (THIS|THE) PROJECT GUTENBERG|End of (this |the )?Project "
+                  r"Gutenberg|\**(The )?Project Gutenberg Etext of).*$", re.MULTILINE | re.I)
 _BLANK_LINES = re.compile(r"\n[ \t]*\n+")
-# Boilerplate paragraphs inside the markers: the transcriber's credit and the closing line.
-_BOILERPLATE = re.compile(r"^(Produced by |End of (the )?Project Gutenberg)", re.I)
+# Boilerplate inside the markers: the transcriber's credit.
+_BOILERPLATE = re.compile(r"^Produced by ", re.I)
 # Where a paragraph too long for a document is cut: at a space after a sentence's end (closing
 # quotes or a bracket may follow the stop), else at any space. Matched from a piece's start,
 # each runs to just past the last such space in reach.
@@ -22,8 +29,11 @@ _NON_SPACE = re.compile(r"\S")
 
 
 def strip_gutenberg(text: str) -> str:
-    """The text between Project Gutenberg's START and END markers (all of it if there are none)."""
-    start = _START.search(text)
+    """The text between Project Gutenberg's header and licence and its closing lines (all of it
+    where there are none): the last modern START marker (a few e-texts repeat it, a header
+    between), else the old licence's last line."""
+    starts = list(_START.finditer(text))
+    start = starts[-1] if starts else _SMALL_PRINT_END.search(text)
     if start:
         text = text[start.end():]
     end = _END.search(text)
