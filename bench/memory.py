@@ -35,6 +35,7 @@ from bench.preprocess import (
     train_tokenizer,
     write_raw,
 )
+from gpt1.config import ExecutorParams
 
 STEPS = ("clean", "tokenize")
 COPIES = 10
@@ -47,10 +48,9 @@ def run_step(step: str, src: Path, dst: Path, tokenizer_path: Path | None) -> No
     start = time.perf_counter()
     if step == "clean":
         from gpt1.corpus.clean import clean_corpus
-        from gpt1.corpus.parallel import resolve_workers
 
         clean_corpus(sorted(src.glob("*.parquet")), dst / "corpus.parquet",
-                     workers=resolve_workers(0), batch_docs=BATCH_DOCS, min_chars=MIN_CHARS,
+                     executor=ExecutorParams(), batch_docs=BATCH_DOCS, min_chars=MIN_CHARS,
                      dedupe=False)
     else:
         from gpt1.corpus.bpe import GPT1Tokenizer
@@ -59,7 +59,7 @@ def run_step(step: str, src: Path, dst: Path, tokenizer_path: Path | None) -> No
         if tokenizer_path is None:
             raise ValueError("the tokenize step needs --tokenizer")
         tokenize_corpus(src, GPT1Tokenizer.load(tokenizer_path), dst, val_every=VAL_EVERY,
-                        shard_tokens=SHARD_TOKENS)
+                        shard_tokens=SHARD_TOKENS, executor=ExecutorParams())
     # ru_maxrss survives fork + exec, so for this process it would report the benchmark's own
     # size at the fork; VmHWM, the peak of this process's memory map, starts afresh at exec.
     status = Path("/proc/self/status").read_text().splitlines()

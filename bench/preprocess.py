@@ -22,7 +22,7 @@ from pathlib import Path
 import ftfy
 import numpy as np
 
-from gpt1.config import load_params
+from gpt1.config import ExecutorParams, load_params
 from gpt1.corpus.books import split_documents
 from gpt1.corpus.bpe import GPT1Tokenizer, train_bpe
 from gpt1.corpus.clean import clean_corpus
@@ -63,11 +63,12 @@ def ours(raw: list[Path], tokenizer_path: Path, work: Path, workers: int) -> dic
     shutil.rmtree(work, ignore_errors=True)
     (work / "clean").mkdir(parents=True)
     start = time.perf_counter()
-    clean_corpus(raw, work / "clean" / "corpus.parquet", workers=workers, batch_docs=BATCH_DOCS,
+    executor = ExecutorParams(workers=workers)
+    clean_corpus(raw, work / "clean" / "corpus.parquet", executor=executor, batch_docs=BATCH_DOCS,
                  min_chars=1, dedupe=False)
     cleaned = time.perf_counter()
     tokenize_corpus(work / "clean", GPT1Tokenizer.load(tokenizer_path), work / "shards",
-                    val_every=VAL_EVERY, shard_tokens=SHARD_TOKENS)
+                    val_every=VAL_EVERY, shard_tokens=SHARD_TOKENS, executor=executor)
     return {"clean": cleaned - start, "tokenize": time.perf_counter() - cleaned}
 
 

@@ -45,8 +45,23 @@ class IngestParams(Section):
     max_dev_examples: int | None = Field(default=None, gt=0)
 
 
+class ExecutorParams(Section):
+    """Who runs the batches of clean and tokenize: processes on this machine, or a Dask cluster.
+    Their outputs are the same byte for byte whichever does, so no stage depends on this."""
+
+    kind: Literal["local", "dask"] = "local"
+    workers: int = Field(default=0, ge=0)  # local processes or local Dask workers; 0: one a core
+    address: str | None = None  # dask: a running cluster's scheduler; None starts a local one
+
+    @model_validator(mode="after")
+    def _address_is_for_dask(self) -> ExecutorParams:
+        if self.address is not None and self.kind != "dask":
+            raise ValueError(f"address {self.address!r} names a Dask scheduler: set kind: dask, "
+                             "or address: null")
+        return self
+
+
 class CleanParams(Section):
-    workers: int = Field(ge=0)
     batch_docs: int = Field(gt=0)
     min_chars: int = Field(ge=0)
     dedupe: bool
@@ -370,6 +385,7 @@ class AnalysisParams(Section):
 
 class Params(Section):
     ingest: IngestParams
+    executor: ExecutorParams
     clean: CleanParams
     bpe: BpeParams
     tokenize: TokenizeParams

@@ -9,6 +9,7 @@ from gpt1.atomic import atomic_dir
 from gpt1.config import Params
 from gpt1.corpus.bpe import GPT1Tokenizer
 from gpt1.corpus.encode import lopsided_split, tokenize_corpus
+from gpt1.corpus.parallel import describe
 from gpt1.corpus.shards import sha256_file, token_dtype
 from tasks.paths import BPE_DIR, CLEAN_DIR, SHARDS_DIR
 from tasks.stage import main, write_not_run
@@ -27,7 +28,8 @@ def run(params: Params) -> None:
     dtype = token_dtype(tokenizer.vocab_size)
     with atomic_dir(SHARDS_DIR) as tmp:
         splits = tokenize_corpus(CLEAN_DIR, tokenizer, tmp, val_every=params.tokenize.val_every,
-                                 shard_tokens=params.tokenize.shard_tokens)
+                                 shard_tokens=params.tokenize.shard_tokens,
+                                 executor=params.executor)
         docs = {split: s.documents for split, s in splits.items()}
         for split, shards in splits.items():
             if not shards.shards:
@@ -47,8 +49,8 @@ def run(params: Params) -> None:
             },
         }
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
-    log.info("tokens: train %d, val %d (%s)", manifest["splits"]["train"]["tokens"],
-             manifest["splits"]["val"]["tokens"], dtype.name)
+    log.info("tokens: train %d, val %d (%s), encoded by %s", manifest["splits"]["train"]["tokens"],
+             manifest["splits"]["val"]["tokens"], dtype.name, describe(params.executor))
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from gpt1.config import ExecutorParams
 from gpt1.corpus.clean import clean_corpus
 from gpt1.corpus.documents import DOCUMENT_SCHEMA
 from gpt1.corpus.text import TextCleaner
@@ -49,7 +50,8 @@ def inputs(tmp_path: Path) -> list[Path]:
 
 
 def _run(inputs: list[Path], out: Path, workers: int, dedupe: bool = True):
-    stats = clean_corpus(inputs, out, workers=workers, batch_docs=2, min_chars=MIN_CHARS,
+    stats = clean_corpus(inputs, out, executor=ExecutorParams(workers=workers), batch_docs=2,
+                         min_chars=MIN_CHARS,
                          dedupe=dedupe)
     return stats, pq.read_table(out)
 
@@ -77,7 +79,8 @@ def test_drops_and_stats(inputs: list[Path], tmp_path: Path) -> None:
 
 def test_as_dict_lists_every_reason(tmp_path: Path) -> None:
     path = _write(tmp_path / "in.parquet", [("x#0", LONG_A)], "x")
-    stats = clean_corpus([path], tmp_path / "out.parquet", workers=1, batch_docs=4,
+    stats = clean_corpus([path], tmp_path / "out.parquet", executor=ExecutorParams(workers=1),
+                         batch_docs=4,
                          min_chars=1, dedupe=True)
     assert stats.as_dict()["dropped"] == {"empty": 0, "too_short": 0, "duplicate": 0}
 

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from gpt1.config import load_params
+from gpt1.config import ExecutorParams, load_params
 from gpt1.corpus.bpe import GPT1Tokenizer, train_bpe
 from gpt1.corpus.encode import SplitShards, WordCachedEncoder, lopsided_split, tokenize_corpus
 from gpt1.corpus.shards import ShardInfo, read_split
@@ -59,7 +59,8 @@ def test_tokenize_corpus_splits_in_order(tmp_path: Path) -> None:
     corpus.mkdir()
     texts = TEXTS * 3
     pq.write_table(pa.table({"text": texts}), corpus / "corpus.parquet")
-    splits = tokenize_corpus(corpus, tokenizer, tmp_path / "shards", val_every=4, shard_tokens=7)
+    splits = tokenize_corpus(corpus, tokenizer, tmp_path / "shards", val_every=4, shard_tokens=7,
+                             executor=ExecutorParams(workers=1))
     assert {k: s.documents for k, s in splits.items()} == {"train": 13, "val": 5}
     for split, keep in (("val", lambda i: i % 4 == 0), ("train", lambda i: i % 4 != 0)):
         want = [t for i, ids in enumerate(tokenizer.encode_batch(texts)) if keep(i) for t in ids]

@@ -12,8 +12,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from gpt1.config import ExecutorParams
 from gpt1.corpus.documents import DOCUMENT_SCHEMA
-from gpt1.corpus.parallel import bounded_map
+from gpt1.corpus.parallel import executor_map
 from gpt1.corpus.text import TextCleaner
 
 _cleaner = TextCleaner()
@@ -53,16 +54,17 @@ def _batches(inputs: list[Path], batch_docs: int) -> Iterator[dict[str, list[str
             yield record_batch.to_pydict()
 
 
-def clean_corpus(inputs: list[Path], out: Path, *, workers: int, batch_docs: int,
+def clean_corpus(inputs: list[Path], out: Path, *, executor: ExecutorParams, batch_docs: int,
                  min_chars: int, dedupe: bool,
                  on_progress: Callable[[int], None] | None = None) -> CleanStats:
-    """Clean every document of the Parquet `inputs` into the Parquet file `out`, in input order;
-    `on_progress(documents_done)` is called after each batch."""
+    """Clean every document of the Parquet `inputs` into the Parquet file `out`, in input order
+    (the same bytes whatever `executor` runs the batches); `on_progress(documents_done)` is
+    called after each batch."""
     stats = CleanStats()
     seen: set[bytes] = set()
     with pq.ParquetWriter(out, DOCUMENT_SCHEMA) as writer:
-        for batch in bounded_map(_clean_batch, _batches(inputs, batch_docs), workers,
-                                 initializer=_init_worker if workers > 1 else None):
+        for batch in executor_map(_clean_batch, _batches(inputs, batch_docs), executor,
+                                  worker_setup=_init_worker):
             keep: dict[str, list[str]] = {"id": [], "source": [], "text": []}
             for doc_id, source, chars_in, text in zip(batch["id"], batch["source"],
                                                       batch["chars_in"], batch["text"],

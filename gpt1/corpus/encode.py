@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from itertools import chain
 from pathlib import Path
@@ -9,10 +11,12 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from tokenizers import normalizers, pre_tokenizers
+from tokenizers import Tokenizer, normalizers, pre_tokenizers
 
+from gpt1.config import ExecutorParams
 from gpt1.corpus.bpe import GPT1Tokenizer
 from gpt1.corpus.documents import iter_text_arrays
+from gpt1.corpus.parallel import executor_map
 from gpt1.corpus.shards import ShardInfo, ShardWriter, token_dtype
 
 SPLITS = ("train", "val")
@@ -113,18 +117,38 @@ def lopsided_split(splits: dict[str, SplitShards], val_every: int) -> str | None
             f"of {documents} documents: too few documents, or some far longer than the rest")
 
 
+@functools.lru_cache(maxsize=1)
+def _encoder(tokenizer_json: str) -> WordCachedEncoder:
+    """A worker's encoder, built at its first batch and kept, word cache and all, for the rest."""
+    tokenizer = GPT1Tokenizer(Tokenizer.from_str(tokenizer_json))
+    return WordCachedEncoder(tokenizer, token_dtype(tokenizer.vocab_size))
+
+
+def _encode_batch(tokenizer_json: str, texts: pa.StringArray) -> list[np.ndarray]:
+    return _encoder(tokenizer_json).encode_batch(texts)
+
+
+def _compact(batches: Iterator[pa.StringArray]) -> Iterator[pa.StringArray]:
+    """Each batch in buffers of its own: a slice pickles the whole buffer it was cut from."""
+    for batch in batches:
+        yield pa.concat_arrays([batch])
+
+
 def tokenize_corpus(corpus_dir: Path, tokenizer: GPT1Tokenizer, out_dir: Path, *,
-                    val_every: int, shard_tokens: int) -> dict[str, SplitShards]:
+                    val_every: int, shard_tokens: int,
+                    executor: ExecutorParams) -> dict[str, SplitShards]:
     """Encode every document of the Parquet files in `corpus_dir`, in order, into
     `out_dir/{train,val}/NNNNN.arrow`; every `val_every`-th document (the first of each
-    `val_every`) goes to val. Memory holds one batch of documents and one shard at most."""
+    `val_every`) goes to val. The batches are encoded where `executor` says, the shards written
+    here, the same bytes either way. Memory holds a few batches of documents and one shard."""
     dtype = token_dtype(tokenizer.vocab_size)
     splits = {split: SplitShards() for split in SPLITS}
     writers = {split: ShardWriter(out_dir / split, dtype, shard_tokens) for split in SPLITS}
-    encoder = WordCachedEncoder(tokenizer, dtype)
+    encode = functools.partial(_encode_batch, tokenizer.backend.to_str())
     doc_index = 0
-    for batch in iter_text_arrays(corpus_dir, ENCODE_BATCH):
-        for ids in encoder.encode_batch(batch):
+    batches = _compact(iter_text_arrays(corpus_dir, ENCODE_BATCH))
+    for encoded in executor_map(encode, batches, executor):
+        for ids in encoded:
             split = "val" if doc_index % val_every == 0 else "train"
             writers[split].append(ids)
             splits[split].documents += 1

@@ -1,4 +1,5 @@
-"""Map a function over a stream on worker processes with a bounded number of jobs in flight."""
+"""Map a function over a stream, in order, with a bounded number of jobs in flight: on worker
+processes of this machine, or on a Dask distributed cluster."""
 
 from __future__ import annotations
 
@@ -6,7 +7,10 @@ import multiprocessing as mp
 import os
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from typing import TypeVar
+from contextlib import ExitStack
+from typing import Any, TypeVar
+
+from gpt1.config import ExecutorParams
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -15,6 +19,27 @@ R = TypeVar("R")
 def resolve_workers(workers: int) -> int:
     """`workers`, or one per usable CPU core when it is 0."""
     return workers or len(os.sched_getaffinity(0))
+
+
+def describe(executor: ExecutorParams) -> str:
+    """Who runs the batches, in words for a log line."""
+    workers = resolve_workers(executor.workers)
+    if executor.kind == "dask":
+        return (f"the Dask cluster at {executor.address}" if executor.address
+                else f"a local Dask cluster of {workers} workers")
+    return f"{workers} local processes" if workers > 1 else "this process"
+
+
+def executor_map(fn: Callable[[T], R], items: Iterable[T], executor: ExecutorParams,
+                 worker_setup: Callable[[], None] | None = None) -> Iterator[R]:
+    """`map(fn, items)` in order, where `executor` says: `bounded_map` on local processes, or
+    `dask_map` on a Dask cluster. `fn` and the items travel by pickle, except with one local
+    worker, which is this process. `worker_setup` runs once in each worker process before its
+    first job, never in this process."""
+    workers = resolve_workers(executor.workers)
+    if executor.kind == "dask":
+        return dask_map(fn, items, executor.address, workers, worker_setup)
+    return bounded_map(fn, items, workers, worker_setup if workers > 1 else None)
 
 
 def bounded_map(fn: Callable[[T], R], items: Iterable[T], workers: int,
@@ -38,3 +63,38 @@ def bounded_map(fn: Callable[[T], R], items: Iterable[T], workers: int,
                 yield pending.popleft().get()
         while pending:
             yield pending.popleft().get()
+
+
+def dask_map(fn: Callable[[T], R], items: Iterable[T], address: str | None, workers: int,
+             worker_setup: Callable[[], None] | None = None) -> Iterator[R]:
+    """`map(fn, items)` in order on the Dask cluster whose scheduler is at `address`, or on a
+    local cluster of `workers` single-threaded processes started for the call (None), with at
+    most 2 x the cluster's threads jobs in flight: results are fetched in order, so neither
+    the scheduler nor this process holds more than that many, however long `items` is."""
+    from distributed import Client, LocalCluster, WorkerPlugin  # seconds to import: on demand
+
+    class Initializer(WorkerPlugin):
+        """Runs `worker_setup` in every worker, those that join later too."""
+
+        def setup(self, worker: object) -> None:
+            worker_setup()
+
+    with ExitStack() as stack:
+        if address is None:
+            cluster = stack.enter_context(LocalCluster(
+                n_workers=workers, threads_per_worker=1, processes=True,
+                dashboard_address=None, scheduler_port=0))
+            client = stack.enter_context(Client(cluster))
+        else:
+            client = stack.enter_context(Client(address))
+        if worker_setup is not None:
+            client.register_plugin(Initializer())
+        threads = max(1, sum(client.nthreads().values()))
+        pending: deque[Any] = deque()
+        for item in items:
+            pending.append(client.submit(fn, item, pure=False))
+            if len(pending) >= 2 * threads:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
+
