@@ -94,13 +94,10 @@ def _dvclive_series(root: Path, name: str) -> list[tuple[int, float]]:
                 for r in csv.DictReader(fh, delimiter="\t")]
 
 
-def test_two_processes_follow_the_one_process_trajectory(tmp_path: Path) -> None:
-    """2 processes at 4 rows each = 1 process at 8 rows: the same losses and weights to rounding
-    (measured: losses within 2e-7 relative, weights within 3e-6 absolute), with dropout 0."""
-    vocab = _inputs(tmp_path)
-    _torchrun(tmp_path, 2)
-
-    params = load_params(tmp_path / "params.yaml")
+def one_process(root: Path, vocab: int) -> tuple[GPT1, dict[str, list[tuple[int, float]]]]:
+    """The stage's run on `root`'s inputs as one process at the global batch, here: the model
+    it trains and the curves it reports (what several processes must reproduce)."""
+    params = load_params(root / "params.yaml")
     torch.manual_seed(params.pretrain.seed)  # as the stage builds its model
     model = GPT1(model_config(params, vocab))
     seen: dict[str, list[tuple[int, float]]] = {"train/loss": [], "val/loss": []}
@@ -109,20 +106,34 @@ def test_two_processes_follow_the_one_process_trajectory(tmp_path: Path) -> None
         for name in seen.keys() & values.keys():
             seen[name].append((step, values[name]))
 
-    shards = tmp_path / "shared/shards"
+    shards = root / "shared/shards"
     pretrain(model, read_split(shards / "train"), read_split(shards / "val"), params.pretrain,
              on_metrics)
+    return model, seen
 
-    rank0 = tmp_path / "rank0"
+
+def assert_same_trajectory(folder: Path, model: GPT1,
+                           seen: dict[str, list[tuple[int, float]]]) -> None:
+    """The stage's curves and model in `folder` are `one_process`'s to rounding."""
     for name, expected in seen.items():
-        got = _dvclive_series(rank0, name)
+        got = _dvclive_series(folder, name)
         assert [s for s, _ in got] == [s for s, _ in expected]
         torch.testing.assert_close(torch.tensor([v for _, v in got], dtype=torch.float64),
                                    torch.tensor([v for _, v in expected], dtype=torch.float64),
                                    rtol=1e-5, atol=0)
-    trained = load_model(rank0 / "artifacts/pretrain").state_dict()
+    trained = load_model(folder / "artifacts/pretrain").state_dict()
     for key, value in model.state_dict().items():
         torch.testing.assert_close(trained[key], value, rtol=1e-4, atol=1e-5, msg=key)
+
+
+def test_two_processes_follow_the_one_process_trajectory(tmp_path: Path) -> None:
+    """2 processes at 4 rows each = 1 process at 8 rows: the same losses and weights to rounding
+    (measured: losses within 2e-7 relative, weights within 3e-6 absolute), with dropout 0."""
+    vocab = _inputs(tmp_path)
+    _torchrun(tmp_path, 2)
+    model, seen = one_process(tmp_path, vocab)
+    rank0 = tmp_path / "rank0"
+    assert_same_trajectory(rank0, model, seen)
 
     # only rank 0 wrote: the model, the metrics, the curves and (shared) the checkpoints
     assert _written(tmp_path / "rank1") == set()
@@ -135,6 +146,7 @@ def test_two_processes_follow_the_one_process_trajectory(tmp_path: Path) -> None
     assert sorted(p.name for p in run.iterdir()) == [
         "run.json", "snapshots", "step-00000005.pt", "step-00000010.pt"]
     # the snapshot steps reached (of params.yaml's), written once, by rank 0
+    params = load_params(tmp_path / "params.yaml")
     reached = [s for s in params.pretrain.snapshots if s <= STEPS]
     assert sorted(p.name for p in (run / "snapshots").iterdir()) == [
         f"step-{s:08d}" for s in reached] and len(reached) >= 2
