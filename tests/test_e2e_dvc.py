@@ -103,8 +103,8 @@ def test_dvc_repro_end_to_end(tiny_repo: Path) -> None:
     forced = dvc("repro", "-s", "-f", "finetune@sst2", cwd=tiny_repo)
     assert ran_stages(forced.stdout) == ["finetune@sst2"]
 
-    # Checkpoints persist across runs of the stage (DVC removes its other outputs first): a
-    # forced pretrain resumes from the final one and writes the same weights.
+    # Checkpoints persist across runs of the stage (DVC removes its declared outputs first, and
+    # they are not one): a forced pretrain resumes from the final one, writing the same weights.
     weights = tiny_repo / "artifacts" / "pretrain" / "model.safetensors"
     before = sha256_file(weights)
     again = dvc("repro", "-s", "-f", "pretrain", cwd=tiny_repo)
