@@ -26,3 +26,6 @@ PRETRAIN_LSTM_LIVE = Path("dvclive/pretrain_lstm")
 ABLATION_METRICS = Path("metrics/ablation")  # <variant>/<cell>.json
 TRANSFER_METRICS = Path("metrics/transfer")  # <cell>.json
 ZERO_SHOT_METRICS = Path("metrics/zero_shot")  # <task>.json
+# The pretraining stages' own state: resumable checkpoints, deliberately not DVC outputs (dvc.yaml
+# says why), so no `dvc repro` deletes them and no `dvc push` or `dvc status` involves them
+STAGE_STATE = (PRETRAIN_CHECKPOINTS, PRETRAIN_LSTM_CHECKPOINTS)

@@ -70,14 +70,27 @@ def _named_by(template: str, constant: PurePosixPath) -> bool:
     return parts[:len(base)] == base and all("${" in part for part in parts[len(base):])
 
 
+def _is_declared(constant: PurePosixPath, written: set[str], read: set[str]) -> bool:
+    declared = {PurePosixPath(t) for t in written | read if "${" not in t}
+    return (any(constant == p or constant.is_relative_to(p) for p in declared)
+            or any(_named_by(t, constant) for t in written | read))
+
+
 def test_every_path_constant_is_declared_in_dvc_yaml() -> None:
     written, read, _ = _declared()
-    declared = {PurePosixPath(t) for t in written | read if "${" not in t}
-    undeclared = [
-        f"{name} = {constant}" for name, constant in _constants().items()
-        if not any(constant == p or constant.is_relative_to(p) for p in declared)
-        and not any(_named_by(t, constant) for t in written | read)]
+    state = {PurePosixPath(p.as_posix()) for p in paths.STAGE_STATE}
+    undeclared = [f"{name} = {constant}" for name, constant in _constants().items()
+                  if constant not in state and not _is_declared(constant, written, read)]
     assert not undeclared, f"tasks/paths.py names paths dvc.yaml does not declare: {undeclared}"
+
+
+def test_the_stages_own_state_is_not_declared_in_dvc_yaml() -> None:
+    """Checkpoints as a DVC out would be deleted before a run unless persisted, and a persisted
+    uncached out leaves a clone that pulled the finished model out of date."""
+    written, read, _ = _declared()
+    assert paths.STAGE_STATE
+    for constant in paths.STAGE_STATE:
+        assert not _is_declared(PurePosixPath(constant.as_posix()), written, read), constant
 
 
 def test_every_out_and_metric_of_dvc_yaml_has_its_constant() -> None:
