@@ -21,6 +21,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Mapping
 from pathlib import Path
 
 from gpt1.config import ServerParams, load_params
@@ -49,16 +50,19 @@ def _healthy(api_url: str) -> bool:
         return False
 
 
-def start_server(home: Path, server: ServerParams) -> tuple[subprocess.Popen, str]:
-    """A Prefect server on `server.host:port` with PREFECT_HOME `home`, running and healthy;
-    returns the process and its API URL. Its log is `home/server.log`, its PID `home/server.pid`."""
+def start_server(home: Path, server: ServerParams,
+                 extra_env: Mapping[str, str] | None = None) -> tuple[subprocess.Popen, str]:
+    """A Prefect server on `server.host:port` with PREFECT_HOME `home` and the settings in
+    `extra_env` (a team's PREFECT_API_DATABASE_CONNECTION_URL, say), running and healthy;
+    returns the process and its API URL. Its log is `home/server.log`, its PID
+    `home/server.pid`."""
     api_url = f"http://{server.host}:{server.port}/api"
     if _port_in_use(server.host, server.port):
         raise ServerError(f"{server.host}:{server.port} is already in use: set flows.server.port "
                           "in params.yaml, or PREFECT_API_URL to use a server that runs there")
     home.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "PREFECT_HOME": str(home.resolve()),
-           "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
+           "PREFECT_SERVER_ANALYTICS_ENABLED": "false", **(extra_env or {})}
     env.pop("PREFECT_API_URL", None)
     with open(home / SERVER_LOG, "ab") as log:
         # its own process group: stopping it stops the workers it starts too

@@ -1,0 +1,192 @@
+"""`python -m flows.team db start|stop|url` (or `make team-db`): the PostgreSQL database behind a
+team's Prefect server, a cluster of the operating system's PostgreSQL under one directory.
+
+    python -m flows.team db start --dir /srv/gpt1-db --port 5432   # prints the database URL
+    PREFECT_API_DATABASE_CONNECTION_URL=$(python -m flows.team db url --dir /srv/gpt1-db) \\
+        prefect server start --host 0.0.0.0 --port 4200
+    python -m flows.team db stop --dir /srv/gpt1-db
+
+The first `start` creates the cluster (initdb) with a role and a database named `prefect`,
+the role's random password in `<dir>/password` (mode 0600); later ones start it again.
+It listens on 127.0.0.1 only: the Prefect server runs on the same host, workers never connect
+to the database. PostgreSQL refuses to run as root, so as root the cluster is created and run
+as the user `postgres` (`--user`), through `runuser`, and `<dir>` is given to that user.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import os
+import pwd
+import secrets
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from flows.serve import _port_in_use
+
+PROGRAMS = ("initdb", "pg_ctl", "postgres", "createdb")
+DB_NAME = "prefect"  # the role and the database Prefect's tables go in
+DATA = "data"  # <dir>/data: the cluster itself
+LOG = "postgres.log"
+PASSWORD_FILE = "password"
+HOST = "127.0.0.1"
+
+
+class PostgresError(RuntimeError):
+    """The team's PostgreSQL cluster could not be created, started or stopped."""
+
+
+class PostgresNotFound(PostgresError):
+    """No PostgreSQL server programs (initdb, pg_ctl, postgres) on this machine."""
+
+
+def postgres_bin() -> Path:
+    """The directory of the OS PostgreSQL's server programs: $GPT1_PG_BIN, else what
+    `pg_config --bindir` says, else the newest /usr/lib/postgresql/*/bin (Debian, Ubuntu),
+    else the directory of `pg_ctl` on PATH."""
+    candidates = [os.environ["GPT1_PG_BIN"]] if os.environ.get("GPT1_PG_BIN") else []
+    if shutil.which("pg_config"):
+        # libpq-dev's pg_config may name another major version than the server installed
+        bindir = subprocess.run(["pg_config", "--bindir"], capture_output=True, text=True)
+        candidates.append(bindir.stdout.strip())
+    candidates += sorted(glob.glob("/usr/lib/postgresql/*/bin"),
+                         key=lambda d: int(Path(d).parent.name) if
+                         Path(d).parent.name.isdigit() else 0, reverse=True)
+    if pg_ctl := shutil.which("pg_ctl"):
+        candidates.append(str(Path(pg_ctl).resolve().parent))
+    for candidate in filter(None, candidates):
+        if all(os.access(Path(candidate) / p, os.X_OK) for p in PROGRAMS):
+            return Path(candidate)
+    raise PostgresNotFound(
+        f"no PostgreSQL server programs ({', '.join(PROGRAMS)}) in {candidates or 'any'} "
+        "(tried $GPT1_PG_BIN, pg_config --bindir, /usr/lib/postgresql/*/bin, PATH): install "
+        "the OS package (Debian/Ubuntu: apt-get install postgresql) or set GPT1_PG_BIN")
+
+
+def _as_owner(cmd: list[str], user: str) -> list[str]:
+    """`cmd` run as `user` when we are root (PostgreSQL will not run as root), else as is."""
+    return ["runuser", "-u", user, "--", *cmd] if os.geteuid() == 0 else cmd
+
+
+def _run(cmd: list[str], what: str, env: dict[str, str] | None = None) -> None:
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd="/")
+    if proc.returncode:
+        raise PostgresError(f"{what} failed (exit {proc.returncode}): {' '.join(cmd)}\n"
+                            f"{proc.stdout}{proc.stderr}")
+
+
+def _log_tail(root: Path) -> str:
+    log = root / LOG
+    return "\n".join(log.read_text(errors="replace").splitlines()[-20:]) if log.is_file() else ""
+
+
+def _create(root: Path, bindir: Path, user: str) -> None:
+    """initdb a cluster in `root/data` whose superuser `prefect` has a random password, kept
+    in `root/password` (mode 0600, readable by PostgreSQL's user only)."""
+    owner = None
+    if os.geteuid() == 0:
+        try:
+            owner = pwd.getpwnam(user)
+        except KeyError:
+            raise PostgresError(f"no user {user!r} to run PostgreSQL as (it refuses to run as "
+                                "root): create one, or pass --user") from None
+        os.chown(root, owner.pw_uid, owner.pw_gid)
+        if subprocess.run(_as_owner(["test", "-w", str(root)], user)).returncode:
+            raise PostgresError(f"user {user!r} cannot write to {root}: every directory above "
+                                "it must be searchable by that user (e.g. not under a 0700 one)")
+    password_file = root / PASSWORD_FILE
+    password_file.touch(mode=0o600)
+    password_file.write_text(secrets.token_urlsafe(24) + "\n")
+    if owner is not None:
+        os.chown(password_file, owner.pw_uid, owner.pw_gid)
+    _run(_as_owner([str(bindir / "initdb"), "-D", str(root / DATA), "-U", DB_NAME,
+                    f"--pwfile={password_file}", "--auth=scram-sha-256", "-E", "UTF8",
+                    "--locale=C"], user), "initdb")
+
+
+def pid(root: Path) -> int | None:
+    """The PID of the cluster's postmaster (postmaster.pid's first line); None when none runs."""
+    pid_file = root / DATA / "postmaster.pid"
+    if not pid_file.is_file():
+        return None
+    postmaster = int(pid_file.read_text().split("\n", 1)[0])
+    try:
+        os.kill(postmaster, 0)
+    except ProcessLookupError:
+        return None  # left behind by a crash; PostgreSQL replaces it when it starts
+    return postmaster
+
+
+def url(root: Path) -> str:
+    """The running cluster's connection URL: its password file and the port it listens on."""
+    root = root.resolve()
+    if pid(root) is None:
+        raise PostgresError(f"no PostgreSQL runs in {root / DATA}: "
+                            f"`python -m flows.team db start --dir {root}` first")
+    port = (root / DATA / "postmaster.pid").read_text().splitlines()[3]  # line 4: the port
+    password = (root / PASSWORD_FILE).read_text().strip()
+    return f"postgresql+asyncpg://{DB_NAME}:{password}@{HOST}:{port}/{DB_NAME}"
+
+
+def start(root: Path, port: int, user: str = "postgres") -> str:
+    """Create (the first time) and start the cluster in `root` on 127.0.0.1:`port`; returns the
+    connection URL for PREFECT_API_DATABASE_CONNECTION_URL."""
+    bindir = postgres_bin()
+    root = root.resolve()
+    if (running := pid(root)) is not None:
+        raise PostgresError(f"PostgreSQL already runs in {root / DATA} (pid {running})")
+    if _port_in_use(HOST, port):
+        raise PostgresError(f"{HOST}:{port} is already in use: pass another --port")
+    root.mkdir(parents=True, exist_ok=True)
+    created = not (root / DATA / "PG_VERSION").is_file()
+    if created:
+        _create(root, bindir, user)
+    # no Unix socket: none of its directories need exist, and pg_ctl -w polls postmaster.pid
+    options = f"-c listen_addresses={HOST} -c port={port} -c unix_socket_directories=''"
+    try:
+        _run(_as_owner([str(bindir / "pg_ctl"), "-D", str(root / DATA), "-l", str(root / LOG),
+                        "-w", "-t", "120", "-o", options, "start"], user), "pg_ctl start")
+    except PostgresError as err:
+        raise PostgresError(f"{err}\n{root / LOG}:\n{_log_tail(root)}") from None
+    if created:
+        password = (root / PASSWORD_FILE).read_text().strip()
+        _run([str(bindir / "createdb"), "-h", HOST, "-p", str(port), "-U", DB_NAME, DB_NAME],
+             "createdb", env={**os.environ, "PGPASSWORD": password})
+    return url(root)
+
+
+def stop(root: Path, user: str = "postgres") -> None:
+    """Stop the cluster in `root` (fast: open sessions are ended), waiting until it has."""
+    root = root.resolve()
+    if pid(root) is not None:
+        _run(_as_owner([str(postgres_bin() / "pg_ctl"), "-D", str(root / DATA), "-m", "fast",
+                        "-w", "-t", "120", "stop"], user), "pg_ctl stop")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m flows.team", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("what", choices=["db"])
+    parser.add_argument("action", choices=["start", "stop", "url"])
+    parser.add_argument("--dir", type=Path, required=True,
+                        help="the cluster's directory (created by the first start)")
+    parser.add_argument("--port", type=int, default=5432)
+    parser.add_argument("--user", default="postgres",
+                        help="the user PostgreSQL runs as when started by root")
+    args = parser.parse_args(argv)
+    try:
+        if args.action == "start":
+            print(start(args.dir, args.port, args.user))
+        elif args.action == "stop":
+            stop(args.dir, args.user)
+        else:
+            print(url(args.dir))
+    except PostgresError as err:
+        sys.exit(f"error: {err}")
+
+
+if __name__ == "__main__":
+    main()
