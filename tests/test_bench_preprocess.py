@@ -1,12 +1,12 @@
-"""Smoke runs of bench.preprocess and bench.memory at --tiny sizes on the bundled sample: the
-JSON they write, not their timings."""
+"""Smoke runs of bench.preprocess, bench.memory and bench.corpus at --tiny sizes on the bundled
+sample: the JSON they write, not their timings."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from bench import memory, preprocess
+from bench import corpus, memory, preprocess
 
 
 def _table(path: Path) -> tuple[dict, dict]:
@@ -38,3 +38,18 @@ def test_memory_tiny(tmp_path: Path) -> None:
         assert row["1x_MB"] > 0 and row["10x_MB"] > 0 and row["1x_main_MB"] > 0
         assert row["growth"] == row["10x_MB"] / row["1x_MB"]
     assert result["settings"]["copies"] == 10 and result["settings"]["dedupe"] is False
+
+
+def test_corpus_tiny(tmp_path: Path) -> None:
+    path = corpus.main(["--tiny", "--out", str(tmp_path)])
+    result = json.loads(path.read_text())
+    stages, shards, steps = result["tables"]
+    assert [row["stage"] for row in stages["rows"]] == [
+        "ingest", "clean", "bpe", "tokenize", "clean (dask)", "tokenize (dask)"]
+    for row in stages["rows"]:
+        assert row["big_seconds"] > 0 and row["big_peak_MB"] > 0 and row["big_MB"] > 0
+        assert row["same_bytes_as_local"] is True, row
+    assert [row["split"] for row in shards["rows"]] == ["train", "val"]
+    assert all(row["tokens"] > 0 and row["shards"] >= 1 for row in shards["rows"])
+    assert [row["corpus"] for row in steps["rows"]] == ["small", "big"]
+    assert all(row["seconds_per_step"] > 0 for row in steps["rows"])
