@@ -15,17 +15,15 @@ import hashlib
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-import psutil
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from bench.memory import SAMPLE_SECONDS, tree_rss
+from bench.memory import run_sampled
 from gpt1.corpus.books import corpus_files
 from gpt1.presets.edit import apply_preset, nest, update_params
 
@@ -69,20 +67,12 @@ def text_mb(folder: Path) -> float:
 def run_stage(stage: str, checkout: Path) -> tuple[float, float]:
     """Run one stage in `checkout`; its seconds and the peak RSS of its process tree (MB)."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    start, peak = time.perf_counter(), 0
-    with subprocess.Popen([sys.executable, "-m", f"tasks.{stage}"], cwd=checkout, env=env,
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as child:
-        proc = psutil.Process(child.pid)
-        while child.poll() is None:
-            try:
-                peak = max(peak, tree_rss(proc))
-            except psutil.NoSuchProcess:
-                break
-            time.sleep(SAMPLE_SECONDS)
-        log = child.stdout.read() if child.stdout else ""
-    if child.returncode:
-        raise RuntimeError(f"stage {stage} failed (exit {child.returncode}):\n{log[-3000:]}")
-    return time.perf_counter() - start, peak / 2**20
+    start = time.perf_counter()
+    code, log, peak = run_sampled([sys.executable, "-m", f"tasks.{stage}"], checkout, env,
+                                  with_stderr=True)
+    if code:
+        raise RuntimeError(f"stage {stage} failed (exit {code}):\n{log[-3000:]}")
+    return time.perf_counter() - start, peak
 
 
 def measure(root: Path, corpus: list[str], checkout: Path, steps: int) -> dict:

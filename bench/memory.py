@@ -78,17 +78,14 @@ def tree_rss(proc: psutil.Process) -> int:
     return total
 
 
-def measure(step: str, src: Path, dst: Path, tokenizer_path: Path,
-            reports: list[dict[str, float]]) -> float:
-    """Run `step` in a fresh process; append its report to `reports` and return the peak RSS of
-    its process tree (MB)."""
-    shutil.rmtree(dst, ignore_errors=True)
-    dst.mkdir(parents=True)
-    cmd = [sys.executable, "-m", "bench.memory", "--step", step, "--src", str(src),
-           "--dst", str(dst), "--tokenizer", str(tokenizer_path)]
+def run_sampled(cmd: list[str], cwd: Path, env: dict[str, str] | None = None,
+                with_stderr: bool = False) -> tuple[int, str, float]:
+    """Run `cmd` to its end, sampling the resident memory of its process tree every
+    SAMPLE_SECONDS; its exit code, its output (stdout, and stderr `with_stderr`) and the peak
+    (MB)."""
     peak = 0
-    with subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True,
-                          cwd=Path(__file__).resolve().parents[1]) as child:
+    with subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, text=True,
+                          stderr=subprocess.STDOUT if with_stderr else None) as child:
         proc = psutil.Process(child.pid)
         while child.poll() is None:
             try:
@@ -97,10 +94,22 @@ def measure(step: str, src: Path, dst: Path, tokenizer_path: Path,
                 break
             time.sleep(SAMPLE_SECONDS)
         out = child.stdout.read() if child.stdout else ""
-    if child.returncode:
-        raise RuntimeError(f"step {step} failed (exit {child.returncode})")
+    return child.returncode, out, peak / 2**20
+
+
+def measure(step: str, src: Path, dst: Path, tokenizer_path: Path,
+            reports: list[dict[str, float]]) -> float:
+    """Run `step` in a fresh process; append its report to `reports` and return the peak RSS of
+    its process tree (MB)."""
+    shutil.rmtree(dst, ignore_errors=True)
+    dst.mkdir(parents=True)
+    cmd = [sys.executable, "-m", "bench.memory", "--step", step, "--src", str(src),
+           "--dst", str(dst), "--tokenizer", str(tokenizer_path)]
+    code, out, peak = run_sampled(cmd, Path(__file__).resolve().parents[1])
+    if code:
+        raise RuntimeError(f"step {step} failed (exit {code})")
     reports.append(json.loads(out.strip().splitlines()[-1]))
-    return peak / 2**20
+    return peak
 
 
 def prepare(tmp: Path, tiny: bool) -> tuple[dict[str, Path], Path, float]:
