@@ -5,7 +5,7 @@ local Dask cluster and their outputs compared byte for byte.
 Each stage runs as `dvc repro` runs it, `python -m tasks.<stage>` in a scratch checkout whose
 params.yaml points ingest at the corpus, while this process samples the summed resident memory
 of the stage's process tree (workers and Dask's processes included) every 20 ms. The large
-corpus is ../shared/data's `corpus/**/*.txt` and `books/*.txt` (about 135 MB of e-texts).
+corpus is ../shared/data's `corpus/**/*.txt` and `books/*.txt` (136.6 MB of e-texts).
 Ingest reads one task (finetune.tasks: [sst2]) so that its figure is the corpus's.
 """
 
@@ -35,6 +35,7 @@ DISTRIBUTED = ("clean", "tokenize")  # the stages that take the executor
 OUTPUT = {"ingest": "data/raw", "clean": "data/clean", "bpe": "artifacts/bpe",
           "tokenize": "data/shards"}
 DASK = {"executor.kind": "dask", "executor.workers": 2}
+LOCAL = {"executor.kind": "local", "executor.workers": 0}
 # a short pretraining run of the books preset's model on each corpus's shards, timed per step
 PRETRAIN_STEPS = 40
 TINY_PRETRAIN_STEPS = 3
@@ -46,8 +47,6 @@ def pretrain_probe(steps: int) -> dict[str, object]:
             "pretrain.eval_every": steps, "pretrain.eval_batches": 2,
             "pretrain.checkpoint_every": steps, "pretrain.snapshots": [0],
             "pretrain.peak_tflops": 1.0, "pretrain.device": "cpu"}
-
-LOCAL = {"executor.kind": "local", "executor.workers": 0}
 
 
 def digest(folder: Path) -> str:
@@ -124,12 +123,13 @@ def main(argv: list[str] | None = None) -> Path:
     for name, big_run in results["big"]["runs"].items():
         small_run = results["small"]["runs"][name]
         local = results["big"]["runs"][name.removesuffix(" (dask)")]
+        same = None if local is big_run else big_run["digest"] == local["digest"]
         stages.add(stage=name, small_seconds=small_run["seconds"],
                    small_peak_MB=small_run["peak_mb"], big_MB=big_run["mb"],
                    big_seconds=big_run["seconds"], big_MB_per_s=big_run["mb"] / big_run["seconds"],
                    big_peak_MB=big_run["peak_mb"],
                    peak_growth=big_run["peak_mb"] / small_run["peak_mb"],
-                   same_bytes_as_local=big_run["digest"] == local["digest"])
+                   same_bytes_as_local=same)
     stages.notes += [
         f"small: {results['small']['files']} files, {results['small']['raw_mb']:.1f} MB; big: "
         f"{results['big']['files']} files, {results['big']['raw_mb']:.1f} MB "
@@ -137,22 +137,25 @@ def main(argv: list[str] | None = None) -> Path:
         "MB: ingest's raw files; clean's raw document text; bpe's and tokenize's clean text",
         "peak: the summed RSS of the stage's process tree, sampled every 20 ms; growth = big / "
         "small. Local: executor.workers 0 (a process per core); dask: a local cluster of 2",
-        "same_bytes_as_local: the stage's output folder hashed file by file against the local run",
+        "same_bytes_as_local (Dask rows): the stage's output folder hashed file by file against "
+        "the local run's",
     ]
     tokens = Table("the large corpus's shards (data/shards/manifest.json)",
                    ["split", "documents", "tokens", "shards"])
     for split, counts in results["big"]["splits"].items():
         tokens.add(split=split, **counts)
     pretraining = Table(f"pretraining on each corpus's shards: {steps} steps of the books "
-                  "preset's model", ["corpus", "train_tokens", "train_shards", "seconds_per_step",
-                                     "tokens_per_s", "step_time_vs_small"])
+                        "preset's model", ["corpus", "train_tokens", "train_shards",
+                                           "seconds_per_step", "tokens_per_s",
+                                           "step_time_vs_small"])
     per_step = {name: r["pretrain"]["seconds"] / r["pretrain"]["steps"]
                 for name, r in results.items()}
     for name, r in results.items():
         pretraining.add(corpus=name, train_tokens=r["splits"]["train"]["tokens"],
-                  train_shards=r["splits"]["train"]["shards"], seconds_per_step=per_step[name],
-                  tokens_per_s=r["pretrain"]["tokens_per_second"],
-                  step_time_vs_small=per_step[name] / per_step["small"])
+                        train_shards=r["splits"]["train"]["shards"],
+                        seconds_per_step=per_step[name],
+                        tokens_per_s=r["pretrain"]["tokens_per_second"],
+                        step_time_vs_small=per_step[name] / per_step["small"])
     pretraining.notes.append("the loader memory-maps the shards and checks their sha256 once, at "
                              "the start: a step reads its batch's windows alone, whatever the "
                              "corpus size")

@@ -1,5 +1,5 @@
-"""`python -m flows.team db start|stop|url` (or `make team-db`): the PostgreSQL database behind a
-team's Prefect server, a cluster of the operating system's PostgreSQL under one directory.
+"""`python -m flows.team db start|stop|url`: the PostgreSQL database behind a team's Prefect
+server, a cluster of the operating system's PostgreSQL under one directory.
 
     python -m flows.team db start --dir /srv/gpt1-db --port 5432   # prints the database URL
     PREFECT_API_DATABASE_CONNECTION_URL=$(python -m flows.team db url --dir /srv/gpt1-db) \\

@@ -48,7 +48,8 @@ def test_corpus_tiny(tmp_path: Path) -> None:
         "ingest", "clean", "bpe", "tokenize", "clean (dask)", "tokenize (dask)"]
     for row in stages["rows"]:
         assert row["big_seconds"] > 0 and row["big_peak_MB"] > 0 and row["big_MB"] > 0
-        assert row["same_bytes_as_local"] is True, row
+    # only a Dask run has a local run to compare with
+    assert [row["same_bytes_as_local"] for row in stages["rows"]] == [None] * 4 + [True] * 2
     assert [row["split"] for row in shards["rows"]] == ["train", "val"]
     assert all(row["tokens"] > 0 and row["shards"] >= 1 for row in shards["rows"])
     assert [row["corpus"] for row in steps["rows"]] == ["small", "big"]
