@@ -7,7 +7,6 @@ from pathlib import Path
 
 from prefect import flow
 
-from flows.dag import rerun_order
 from flows.pipeline import run_stages
 
 
@@ -16,9 +15,7 @@ def finetune(task: str, repo_root: str = ".", force: bool = False) -> dict[str, 
     """Bring `finetune@<task>` up to date (`force`: re-run it even if unchanged), then the
     report; upstream stages run only if something they depend on changed. Returns stage ->
     whether it ran."""
-    root = Path(repo_root).resolve()
-    target = f"finetune@{task}"
-    return run_stages(root, rerun_order(root, target), {target} if force else set())
+    return run_stages(Path(repo_root).resolve(), f"finetune@{task}", force)
 
 
 if __name__ == "__main__":

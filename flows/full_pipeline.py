@@ -6,7 +6,6 @@ from pathlib import Path
 
 from prefect import flow
 
-from flows.dag import run_order
 from flows.pipeline import run_stages
 
 
@@ -14,9 +13,7 @@ from flows.pipeline import run_stages
 def full_pipeline(repo_root: str = ".", force: bool = False) -> dict[str, bool]:
     """Run the whole DAG like `dvc repro` (`force`: re-run every stage, like `dvc repro -f`).
     Returns stage -> whether it ran (False: DVC found it up to date)."""
-    root = Path(repo_root).resolve()
-    stages = run_order(root)
-    return run_stages(root, stages, set(stages) if force else set())
+    return run_stages(Path(repo_root).resolve(), force=force)
 
 
 if __name__ == "__main__":

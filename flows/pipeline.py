@@ -8,20 +8,27 @@ from pathlib import Path
 from prefect import runtime
 from prefect.logging import get_run_logger
 
+from flows.dag import rerun_order, run_order
 from flows.lock import pipeline_lock
 from flows.publish import publish_report
 from flows.stages import stage_runner
 from gpt1.config import load_params
 
 
-def run_stages(repo_root: Path, stages: list[str], forced: set[str]) -> dict[str, bool]:
-    """Each of `stages` as a task run (those in `forced` re-run even if unchanged), holding the
-    checkout's flow lock; then the report's artifacts. Returns stage -> whether it ran."""
+def run_stages(repo_root: Path, target: str | None = None, force: bool = False) -> dict[str, bool]:
+    """Bring `target` (every stage, when None) up to date, each stage a task run, holding the
+    checkout's flow lock; then the report's artifacts. `force` re-runs `target` (every stage,
+    when None) even if unchanged. Returns stage -> whether it ran.
+
+    The stages are read from dvc.yaml only once the lock is held: a run that holds it rewrites
+    dvc.lock in place with each stage, and DVC reading it meanwhile can fail on a partial file."""
     params = load_params(repo_root / "params.yaml")
     logger = get_run_logger()
     run_stage = stage_runner(params.flows)
     name = f"flow run {runtime.flow_run.flow_name}/{runtime.flow_run.name}"
     with pipeline_lock(repo_root, params.flows.lock_timeout_seconds, name, logger.warning):
+        stages = run_order(repo_root) if target is None else rerun_order(repo_root, target)
+        forced = set() if not force else set(stages) if target is None else {target}
         ran = {stage: run_stage(stage, repo_root, stage in forced) for stage in stages}
         publish_report(repo_root, params, ran)
     logger.info("stages run: %s", ", ".join(s for s, did in ran.items() if did) or "none")

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from flows.lock import LOCK_FILE, PipelineBusy, pipeline_lock
+from tests.conftest import copy_repo, edit_params, run
 
 HOLD = """
 import sys, time
@@ -64,3 +65,25 @@ def test_a_killed_holder_releases_the_lock(tmp_path: Path) -> None:
     holder.wait()
     with pipeline_lock(tmp_path, 0, "next", lambda _: pytest.fail("waited for a dead run")):
         pass
+
+
+def test_a_flow_reads_dvc_yaml_only_once_it_holds_the_lock(tmp_path: Path) -> None:
+    """The run holding the checkout rewrites dvc.lock in place, stage by stage: a second run
+    that read the stage graph before waiting for the lock failed on a half-written dvc.lock
+    (as in CI). Here dvc.lock is unreadable while another run holds the lock, so the second
+    run must wait, and time out as busy, without having read it."""
+    repo = copy_repo(tmp_path / "repo")
+    edit_params(repo, **{"flows.lock_timeout_seconds": 2})
+    (repo / "dvc.lock").write_text("schema: '2.0'\nstages:\n  ingest:\n    cmd: [half")
+    holder = hold(repo, 600)
+    try:
+        prefect = {"PREFECT_HOME": str(tmp_path / "prefect"), "PREFECT_API_URL": ""}
+        proc = run([sys.executable, "-m", "flows.finetune", "sst2"], repo, env=prefect,
+                   check=False)
+    finally:
+        holder.kill()
+        holder.wait()
+    log = proc.stdout + proc.stderr
+    assert proc.returncode != 0, log
+    assert "PipelineBusy" in log and "full-pipeline/holder" in log, log
+    assert "dvc.lock" not in log, log
