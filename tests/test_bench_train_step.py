@@ -14,21 +14,45 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 def test_train_step_bench_writes_its_table(tmp_path: Path) -> None:
     path = train_step.main(["--tiny", "--repeats", "1", "--steps", "2", "--warmup", "1",
-                            "--curve-steps", "4", "--out", str(tmp_path)])
+                            "--curve-steps", "4", "--profile", "--out", str(tmp_path)])
     result = json.loads(path.read_text())
     assert path == tmp_path / "train_step.json"
-    (table, curve) = result["tables"]
-    ours, hf = table["rows"]
-    assert ours["model"] == "ours" and hf["model"].startswith("transformers")
-    assert ours["tokens/s"] > 0 and hf["tokens/s"] > 0
-    assert ours["ratio"] == pytest.approx(ours["tokens/s"] / hf["tokens/s"])
+    (table, profiled, curve) = result["tables"]
+    rows = {row["model"]: row for row in table["rows"]}
+    ours = rows.pop("ours")
+    assert "transformers float32" in rows
+    assert ours["tokens/s"] > 0 and all(row["tokens/s"] > 0 for row in rows.values())
+    fastest = max(row["tokens/s"] for row in rows.values())
+    assert ours["ratio"] == pytest.approx(ours["tokens/s"] / fastest)
+    assert max(row["ratio"] for row in rows.values()) == pytest.approx(1.0)
     assert ours["MFU %"] > 0
+    # each side's categories add up to its profiled step
+    step = profiled["rows"][-1]
+    assert step["category"] == "step"
+    for side in ["ours", *rows]:
+        shares = [row[f"{side} %"] for row in profiled["rows"][:-1]]
+        assert sum(shares) == pytest.approx(100.0)
+        assert step[f"{side} ms"] > 0
     curves = result["settings"]["curves"]
     assert len(curves["fp32"]) == len(curves["bf16"]) == 4
     # bf16 autocast starts from the same weights and batch: the first losses nearly agree
     first = curve["rows"][0]
     assert first["step"] == 1
     assert first["bf16 loss"] == pytest.approx(first["fp32 loss"], rel=0.02)
+
+
+def test_the_reference_runs_in_bf16_where_bf16_is_native(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("gpt1.training.device.cpu_has_native_bf16", lambda: True)
+    # this CPU may emulate bf16, where one peak-sized matmul takes many seconds: rows, not
+    # figures, are what this checks
+    monkeypatch.setattr(train_step, "measure_peak_flops", lambda *_: 1e11)
+    path = train_step.main(["--tiny", "--repeats", "1", "--steps", "1", "--warmup", "1",
+                            "--curve-steps", "0", "--out", str(tmp_path)])
+    (table,) = json.loads(path.read_text())["tables"]
+    dtypes = {row["model"]: row["dtype"] for row in table["rows"]}
+    assert dtypes == {"ours": "bfloat16", "transformers float32": "float32",
+                      "transformers bfloat16": "bfloat16"}
 
 
 def test_curve_gap_is_relative_to_fp32() -> None:
@@ -42,5 +66,5 @@ def test_no_curve_where_bf16_is_emulated(tmp_path: Path, monkeypatch: pytest.Mon
     path = train_step.main(["--tiny", "--repeats", "1", "--steps", "1", "--warmup", "1",
                             "--out", str(tmp_path)])
     (table,) = json.loads(path.read_text())["tables"]
-    assert table["rows"][0]["dtype"] == "float32"
+    assert [row["dtype"] for row in table["rows"]] == ["float32", "float32"]
     assert any("no bf16 loss curve" in note for note in table["notes"])

@@ -13,6 +13,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.profiler import record_function
 
 
 def dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
@@ -20,10 +21,11 @@ def dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
     1 / (1 - p)."""
     if not training or p == 0.0 or p >= 1.0 or x.device.type != "cpu":
         return F.dropout(x, p, training)
-    seed = int(torch.randint(0, 2**62, (1,)).item())
-    draws = np.random.Generator(np.random.PCG64(seed)).random(x.numel(), dtype=np.float32)
-    # 1 / (1 - p) where kept, else 0, in the draws' memory: one multiply forward and backward
-    scale = np.multiply(draws >= np.float32(p), np.float32(1.0 / (1.0 - p)), out=draws)
+    with record_function("dropout mask"):
+        seed = int(torch.randint(0, 2**62, (1,)).item())
+        draws = np.random.Generator(np.random.PCG64(seed)).random(x.numel(), dtype=np.float32)
+        # 1 / (1 - p) where kept, else 0, in the draws' memory: one multiply forward and backward
+        scale = np.multiply(draws >= np.float32(p), np.float32(1.0 / (1.0 - p)), out=draws)
     return x * torch.from_numpy(scale).view(x.shape).to(x.dtype)
 
 

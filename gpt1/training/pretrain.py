@@ -16,6 +16,7 @@ import numpy as np
 import torch
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
+from torch.profiler import record_function
 
 from gpt1.config import PretrainParams
 from gpt1.model.flops import measure_peak_flops
@@ -302,8 +303,9 @@ def _train(state: PretrainState, session: _Session) -> None:
             (StepProgress("pretrain", cfg.max_steps, cfg.log_every, log, start=start)
              if group.is_main else contextlib.nullcontext()) as progress:
         for index in range(start, cfg.max_steps):
-            x, y = session.train_windows.batch(index, cfg.batch_size)
-            x, y = to_device(x[rows], device), to_device(y[rows], device)
+            with record_function("data"):
+                x, y = session.train_windows.batch(index, cfg.batch_size)
+                x, y = to_device(x[rows], device), to_device(y[rows], device)
             loss = train_step(state, index + 1, partial(session.step_loss, x, y))
             state.step = index + 1
             values = {"train/loss": loss, "lr": state.scheduler.get_last_lr()[0]}

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import torch
 from torch import nn
+from torch.profiler import record_function
 
 from gpt1.training.device import Placement, autocast
 from gpt1.training.divergence import DivergenceGuard
@@ -56,9 +57,10 @@ class TrainStep:
             loss = forward()
         state.optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(state.model.parameters(), self.grad_clip)
-        state.optimizer.step()
-        state.scheduler.step()
+        with record_function("optimizer"):
+            torch.nn.utils.clip_grad_norm_(state.model.parameters(), self.grad_clip)
+            state.optimizer.step()
+            state.scheduler.step()
         value = self.reduce(loss.item())
         self.guard.check(number, value)
         state.smoothed_loss = smooth(state.smoothed_loss, value)

@@ -1,0 +1,88 @@
+"""Where a training step's time goes, from `torch.profiler`: each op's own (self) time put in
+one of a few categories, so that two implementations of the same step can be compared side by
+side (`bench.train_step --profile`).
+
+An op's category is that of the region it runs in where that region is the data, the optimizer
+(the `record_function` labels `data` and `optimizer` of our loop and the benchmark's reference
+loop, and PyTorch's own `Optimizer.*` labels; our dropout's numpy masks are labelled
+`dropout mask`); elsewhere that of the innermost op or autograd
+node, counting outwards, whose name says what it is (an `exp_` inside our chunked loss is the
+loss, a matmul inside it a matmul). Time outside any op (Python, numpy; on CUDA, time the GPU
+is idle) is its own row.
+Element-wise multiplies and adds are put with LayerNorm, GELU and dropout: on the CPU our
+dropout applies its mask as a multiply, and residual sums are adds.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from contextlib import AbstractContextManager
+
+import torch
+from torch.autograd.profiler_util import FunctionEvent
+from torch.profiler import ProfilerActivity, profile
+
+OUTSIDE = "outside torch ops (Python, numpy; on CUDA: GPU idle)"
+REGIONS = {"data": re.compile(r"data"),
+           "optimizer": re.compile(r"optimizer|Optimizer\..*|_foreach_.*")}
+# innermost first, in this order of precedence for one name
+KINDS = {
+    "matmul": re.compile(r"mm|addmm_?|matmul|linear|mv|addmv|(Mm|Addmm)Backward0"),
+    "loss": re.compile(r"_LinearCrossEntropy(Backward)?|cross_entropy|_?log_softmax.*|"
+                       r"nll_loss.*|(LogSoftmax|NllLoss)Backward0"),
+    "attention": re.compile(r"bmm|baddbmm|_?softmax|_softmax_backward_data|masked_fill_?|triu_?|"
+                            r"_?scaled_dot_product.*|(Bmm|Baddbmm|Softmax|MaskedFill)Backward0|"
+                            r"ScaledDotProduct.*Backward0"),
+    "LayerNorm/GELU/dropout/element-wise": re.compile(
+        r"(native_)?layer_norm.*|gelu.*|(native_)?dropout.*|dropout mask|bernoulli_?|mul_?|add_?|"
+        r"div_?|sub_?|rsub|tanh|pow|(NativeLayerNorm|Gelu|NativeDropout|Mul|Add|Div|Sub|Rsub|Tanh|Pow)"
+        r"Backward0"),
+}
+CATEGORIES = [*REGIONS, *KINDS, "other ops", OUTSIDE]
+
+
+def _bare(name: str) -> str:
+    return name.removeprefix("autograd::engine::evaluate_function: ").removeprefix("aten::")
+
+
+def _chain(event: FunctionEvent) -> list[str]:
+    """The bare names of `event` and its enclosing events, innermost first."""
+    names = []
+    while event is not None:
+        names.append(_bare(event.name))
+        event = event.cpu_parent
+    return names
+
+
+def category(event: FunctionEvent) -> str:
+    names = _chain(event)
+    for region, pattern in REGIONS.items():
+        if any(pattern.fullmatch(n) for n in names):
+            return region
+    for name in names:
+        for kind, pattern in KINDS.items():
+            if pattern.fullmatch(name):
+                return kind
+    return "other ops"
+
+
+def step_profiler(device: torch.device) -> AbstractContextManager:
+    """A profiler of the CPU (and the GPU, on CUDA); `start()` and `stop()` it around steps."""
+    activities = [ProfilerActivity.CPU]
+    if device.type == "cuda":
+        activities.append(ProfilerActivity.CUDA)
+    return profile(activities=activities)
+
+
+def breakdown(events: Iterable[FunctionEvent], wall_seconds: float, steps: int,
+              device: torch.device) -> dict[str, float]:
+    """Milliseconds per step in each of CATEGORIES (on CUDA, of GPU time) over `steps` profiled
+    steps that took `wall_seconds`; OUTSIDE is the rest of the wall time."""
+    ms = dict.fromkeys(CATEGORIES, 0.0)
+    for event in events:
+        own = (event.self_device_time_total if device.type == "cuda"
+               else event.self_cpu_time_total)
+        ms[category(event)] += own / 1e3 / steps
+    ms[OUTSIDE] = max(0.0, wall_seconds * 1e3 / steps - sum(ms.values()))
+    return ms
