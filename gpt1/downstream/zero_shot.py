@@ -10,6 +10,7 @@ language model alone, before any fine-tuning, to see what pretraining taught it.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -17,6 +18,7 @@ import numpy as np
 import torch
 
 from gpt1.config import Heuristic
+from gpt1.model.transformer import GPT1, KVCache
 from gpt1.model.trunk import Trunk
 
 Sequence = list[int]
@@ -25,6 +27,14 @@ Metric = Callable[[np.ndarray, np.ndarray], float]  # (labels, predictions) -> s
 # SST-2's prompt: the text, then the cue, then one of the words, in label order (label 1 positive)
 SENTIMENT_CUE = "very"
 SENTIMENT_WORDS = ("negative", "positive")
+
+
+def _right_padded(seqs: list[Sequence], width: int, device: torch.device) -> torch.Tensor:
+    """(len(seqs), width) ids, each sequence from the left, zeros after it."""
+    ids = torch.zeros((len(seqs), width), dtype=torch.long)
+    for row, seq in enumerate(seqs):
+        ids[row, :len(seq)] = torch.tensor(seq, dtype=torch.long)
+    return ids.to(device)
 
 
 @torch.no_grad()
@@ -44,11 +54,8 @@ def continuation_logprobs(model: Trunk, contexts: list[Sequence], continuations:
         pairs = list(zip(contexts[start:start + batch_size],
                          continuations[start:start + batch_size], strict=True))
         seqs = [(ctx + cont)[-(n_ctx + 1):] for ctx, cont in pairs]
-        width = max(len(s) for s in seqs) - 1
-        ids = torch.zeros((len(seqs), max(width, 1)), dtype=torch.long)
-        for row, seq in enumerate(seqs):
-            ids[row, :len(seq) - 1] = torch.tensor(seq[:-1], dtype=torch.long)
-        logprobs = torch.log_softmax(model.lm_logits(model(ids.to(device))).float(), dim=-1)
+        ids = _right_padded([seq[:-1] for seq in seqs], max(max(map(len, seqs)) - 1, 1), device)
+        logprobs = torch.log_softmax(model.lm_logits(model(ids)).float(), dim=-1)
         for row, ((_, cont), seq) in enumerate(zip(pairs, seqs, strict=True)):
             scored = min(len(cont), len(seq) - 1)  # the first token of a bare sentence: none
             targets = torch.tensor(seq[len(seq) - scored:], dtype=torch.long, device=device)
@@ -57,11 +64,88 @@ def continuation_logprobs(model: Trunk, contexts: list[Sequence], continuations:
     return out
 
 
+@torch.no_grad()
+def choice_logprobs(model: Trunk, contexts: list[Sequence], choices: list[list[Sequence]],
+                    batch_size: int = 32) -> list[list[np.ndarray]]:
+    """`continuation_logprobs` of each context followed by each of its choices. GPT1 computes a
+    context once for all its choices, which reuse its keys and values, where the context is
+    not empty and fits in `n_ctx` with each choice; other pairs are scored one by one."""
+    if len(contexts) != len(choices):
+        raise ValueError(f"{len(contexts)} contexts for {len(choices)} lists of choices")
+    model.eval()
+    n_ctx, cached = model.config.n_ctx, isinstance(model, GPT1)
+    fits = [cached and bool(ctx) and bool(cs) and all(cs)
+            and len(ctx) + max(map(len, cs)) <= n_ctx + 1
+            for ctx, cs in zip(contexts, choices, strict=True)]
+    out: list[list[np.ndarray]] = [[] for _ in contexts]
+    alone = [(i, c) for i, cs in enumerate(choices) if not fits[i] for c in cs]
+    scored = continuation_logprobs(model, [contexts[i] for i, _ in alone],
+                                   [c for _, c in alone], batch_size)
+    for (i, _), logprobs in zip(alone, scored, strict=True):
+        out[i].append(logprobs)
+    shared = [i for i, fit in enumerate(fits) if fit]
+    for batch in _batches(shared, contexts, choices, batch_size, n_ctx):
+        groups = _shared_context_batch(model, [contexts[i] for i in batch],
+                                       [choices[i] for i in batch])
+        for i, group in zip(batch, groups, strict=True):
+            out[i] = group
+    return out
+
+
+def _batches(groups: list[int], contexts: list[Sequence], choices: list[list[Sequence]],
+             batch_size: int, n_ctx: int) -> list[list[int]]:
+    """`groups` in order, in batches of at most `batch_size` pairs (or one group) whose longest
+    context and longest choice fit in `n_ctx` together (the cache holds both, padded)."""
+    batches: list[list[int]] = []
+    for i in groups:
+        grown = [*batches[-1], i] if batches else [i]
+        pairs = sum(len(choices[j]) for j in grown)
+        width = (max(len(contexts[j]) for j in grown)
+                 + max(len(c) for j in grown for c in choices[j]) - 1)
+        if batches and pairs <= batch_size and width <= n_ctx:
+            batches[-1].append(i)
+        else:
+            batches.append([i])
+    return batches
+
+
+def _shared_context_batch(model: GPT1, contexts: list[Sequence],
+                          choices: list[list[Sequence]]) -> list[list[np.ndarray]]:
+    """`choice_logprobs` of one batch: the contexts (right-padded) in one forward pass into a
+    KV cache, then every choice but its last token in a second, over its context's cache rows."""
+    device = next(model.parameters()).device
+    conts = [c for cs in choices for c in cs]
+    lengths = torch.tensor([len(ctx) for ctx in contexts], device=device)
+    counts = torch.tensor([len(cs) for cs in choices], device=device)
+    longest = max(map(len, contexts))
+    width = max(map(len, conts)) - 1  # the choices' tokens fed after the contexts: not the last
+    cache = KVCache(model.config.n_layer, longest + width)
+    hidden = model(_right_padded(contexts, longest, device), cache)
+    # each context's last token predicts its choices' first tokens
+    last = hidden[torch.arange(len(contexts), device=device), lengths - 1]
+    first = torch.log_softmax(model.lm_logits(last).float(), dim=-1).repeat_interleave(counts, 0)
+    targets = _right_padded(conts, width + 1, device)
+    logprobs = first.gather(1, targets[:, :1])  # (pairs, 1)
+    if width:
+        cache.mark_padding(lengths)
+        cache.repeat_rows(counts)
+        hidden = model(_right_padded([c[:-1] for c in conts], width, device), cache)
+        rest = torch.log_softmax(model.lm_logits(hidden).float(), dim=-1)
+        logprobs = torch.cat([logprobs, rest.gather(2, targets[:, 1:, None])[..., 0]], dim=1)
+    per_pair = [row[:len(c)] for row, c in zip(logprobs.cpu().numpy(), conts, strict=True)]
+    bounds = np.cumsum([0, *counts.tolist()])
+    return [per_pair[a:b] for a, b in itertools.pairwise(bounds)]
+
+
+def _mean(logprobs: np.ndarray) -> float:
+    return logprobs.mean() if len(logprobs) else np.nan
+
+
 def mean_logprobs(model: Trunk, contexts: list[Sequence], continuations: list[Sequence],
                   batch_size: int = 32) -> np.ndarray:
     """The average token log-probability of each continuation given its context (NaN where no
     token is scored)."""
-    return np.array([lp.mean() if len(lp) else np.nan for lp in
+    return np.array([_mean(lp) for lp in
                      continuation_logprobs(model, contexts, continuations, batch_size)])
 
 
@@ -70,11 +154,9 @@ def choose_by_word(model: Trunk, texts: list[Sequence], cue: Sequence, words: li
     """SST-2's heuristic: for each text followed by `cue` ("very"), the index of the word (among
     `words`, e.g. "negative" and "positive") the LM finds likeliest next (a word of several tokens
     by the product of their probabilities)."""
-    contexts = [text + cue for text in texts for _ in words]
-    continuations = [word for _ in texts for word in words]
-    scores = np.array([lp.sum() for lp in
-                       continuation_logprobs(model, contexts, continuations, batch_size)])
-    return scores.reshape(len(texts), len(words)).argmax(axis=1)
+    scored = choice_logprobs(model, [text + cue for text in texts], [words] * len(texts),
+                             batch_size)
+    return np.array([[lp.sum() for lp in group] for group in scored]).argmax(axis=1)
 
 
 def choose_answer(model: Trunk, contexts: list[Sequence], choices: list[list[Sequence]],
@@ -85,10 +167,8 @@ def choose_answer(model: Trunk, contexts: list[Sequence], choices: list[list[Seq
     if len(counts) > 1:
         raise ValueError(f"every example needs the same number of choices; these have "
                          f"{sorted(counts)}")
-    flat_contexts = [ctx for ctx, cs in zip(contexts, choices, strict=True) for _ in cs]
-    flat_choices = [choice for cs in choices for choice in cs]
-    scores = mean_logprobs(model, flat_contexts, flat_choices, batch_size)
-    return scores.reshape(len(contexts), -1).argmax(axis=1)
+    scored = choice_logprobs(model, contexts, choices, batch_size)
+    return np.array([[_mean(lp) for lp in group] for group in scored]).argmax(axis=1)
 
 
 def best_threshold(scores: np.ndarray, labels: np.ndarray, metric: Metric) -> float:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from gpt1.model.transformer import GPT1, KVCache
 from gpt1.model.trunk import Trunk
 
 
@@ -12,7 +13,8 @@ def sample(model: Trunk, prompt_ids: list[int], max_new_tokens: int, temperature
            top_k: int | None = None, seed: int = 0) -> list[int]:
     """`max_new_tokens` ids continuing `prompt_ids`; temperature 0 picks the likeliest token.
 
-    Only the last `n_ctx` tokens are seen at each step (GPT-1 has no longer memory)."""
+    Only the last `n_ctx` tokens are seen at each step (GPT-1 has no longer memory). GPT1 keeps
+    the keys and values of the tokens seen in a `KVCache` and computes only the new token's."""
     if not prompt_ids:
         raise ValueError("the prompt is empty after tokenisation")
     if temperature < 0:
@@ -20,10 +22,10 @@ def sample(model: Trunk, prompt_ids: list[int], max_new_tokens: int, temperature
     model.eval()
     device = next(model.parameters()).device
     generator = torch.Generator(device=device).manual_seed(seed)
+    cache = KVCache(model.config.n_layer, model.config.n_ctx) if isinstance(model, GPT1) else None
     ids = list(prompt_ids)
     for _ in range(max_new_tokens):
-        window = torch.tensor([ids[-model.config.n_ctx:]], device=device)
-        logits = model.lm_logits(model(window)[:, -1]).float()[0]
+        logits = _next_token_logits(model, ids, cache, device)
         if temperature == 0:
             ids.append(int(logits.argmax()))
             continue
@@ -34,3 +36,17 @@ def sample(model: Trunk, prompt_ids: list[int], max_new_tokens: int, temperature
         probs = torch.softmax(logits, dim=-1)
         ids.append(int(torch.multinomial(probs, 1, generator=generator)))
     return ids[len(prompt_ids):]
+
+
+def _next_token_logits(model: Trunk, ids: list[int], cache: KVCache | None,
+                       device: torch.device) -> torch.Tensor:
+    """The fp32 logits (V,) of the token after `ids`, seen through the last `n_ctx` of them.
+
+    With a cache (of `ids`' start), only the ids it lacks are computed, while they fit in `n_ctx`;
+    past it the window slides, which moves every position, and the window is computed whole."""
+    n_ctx = model.config.n_ctx
+    if cache is None or len(ids) > n_ctx:
+        hidden = model(torch.tensor([ids[-n_ctx:]], device=device))
+    else:
+        hidden = model(torch.tensor([ids[cache.length:]], device=device), cache)
+    return model.lm_logits(hidden[:, -1]).float()[0]

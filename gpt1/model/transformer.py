@@ -5,6 +5,9 @@ embeddings, an LM head tied to the token embedding, dropout on embeddings, atten
 residuals, and N(0, 0.02) initialisation. Parameter names follow HuggingFace's `openai-gpt`
 (`tokens_embed`, `h.0.attn.c_attn`, ...); our projections are `nn.Linear` (out, in), where HF's
 `Conv1D` stores (in, out).
+
+For inference, a `KVCache` keeps each layer's keys and values, so that a forward pass computes
+only the tokens it is given (generation: one new token per step).
 """
 
 from __future__ import annotations
@@ -67,6 +70,74 @@ def _causal_attention_with_dropout(q: torch.Tensor, k: torch.Tensor, v: torch.Te
     return dropout(weights, p, training=True) @ v
 
 
+class KVCache:
+    """Each layer's keys and values of the tokens already seen, in `slots` positions allocated
+    on first use in the dtype the layer computes in (autocast's where it is on). Inference only:
+    a forward pass given the cache attends over it without dropout, and appends its tokens.
+
+    Rows of a batch may hold prefixes of different lengths, right-padded: `mark_padding` marks
+    the padding, which the tokens added after it neither attend to nor count as positions."""
+
+    def __init__(self, n_layer: int, slots: int) -> None:
+        self.slots = slots
+        self.length = 0  # slots filled, padding included; GPT1.forward advances it
+        self.layers: list[tuple[torch.Tensor, torch.Tensor] | None] = [None] * n_layer
+        self.padding: tuple[torch.Tensor, int] | None = None  # (rows' lengths, where it ends)
+
+    def mark_padding(self, lengths: torch.Tensor) -> None:
+        """Row b's tokens are its first `lengths[b]` slots (a tensor on the cache's device); the
+        rest, up to `length`, is padding."""
+        if self.padding is not None:
+            raise ValueError("the cache's padding is already marked")
+        self.padding = (lengths, self.length)
+
+    def repeat_rows(self, counts: torch.Tensor) -> None:
+        """Row b repeated `counts[b]` times, in order: one prefix for several continuations."""
+        self.layers = [None if kv is None else (kv[0].repeat_interleave(counts, dim=0),
+                                                kv[1].repeat_interleave(counts, dim=0))
+                       for kv in self.layers]
+        if self.padding is not None:
+            lengths, end = self.padding
+            self.padding = (lengths.repeat_interleave(counts), end)
+
+    def positions(self, t: int, device: torch.device) -> torch.Tensor:
+        """The positions of `t` new tokens: (t,), or (B, t) where rows have padding."""
+        positions = torch.arange(self.length, self.length + t, device=device)
+        if self.padding is None:
+            return positions
+        lengths, end = self.padding
+        return positions - (end - lengths)[:, None]
+
+    def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor,
+               v: torch.Tensor) -> torch.Tensor:
+        """Attention of new tokens' queries (B, n_head, t, head_dim) over the cached keys and
+        their own, earlier and themselves; stores their keys and values."""
+        t, end = q.shape[-2], self.length + q.shape[-2]
+        kv = self.layers[layer]
+        if kv is None:
+            shape = (*k.shape[:2], self.slots, k.shape[-1])
+            kv = self.layers[layer] = (k.new_empty(shape), v.new_empty(shape))
+        keys, values = kv
+        keys[:, :, self.length:end] = k
+        values[:, :, self.length:end] = v
+        visible = self._visible(t, q.device)
+        return F.scaled_dot_product_attention(q, keys[:, :, :end], values[:, :, :end],
+                                              attn_mask=visible,
+                                              is_causal=visible is None and t > 1)
+
+    def _visible(self, t: int, device: torch.device) -> torch.Tensor | None:
+        """Which slots each new token attends to; None where causal attention says it: nothing
+        cached (the square causal mask), or one new token (all slots are its past)."""
+        if self.padding is None and (self.length == 0 or t == 1):
+            return None
+        slots = torch.arange(self.length + t, device=device)
+        visible = slots <= torch.arange(self.length, self.length + t, device=device)[:, None]
+        if self.padding is None:
+            return visible
+        lengths, end = self.padding
+        return visible & ((slots < lengths[:, None, None, None]) | (slots >= end))  # (B,1,t,S)
+
+
 class CausalSelfAttention(nn.Module):
     def __init__(self, cfg: GPT1Config) -> None:
         super().__init__()
@@ -76,11 +147,14 @@ class CausalSelfAttention(nn.Module):
         self.c_proj = nn.Linear(cfg.n_embd, cfg.n_embd)
         self.resid_dropout = Dropout(cfg.resid_pdrop)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, cache: KVCache | None = None,
+                layer: int = 0) -> torch.Tensor:
         b, t, c = x.shape
         q, k, v = self.c_attn(x).split(c, dim=2)
         q, k, v = (z.view(b, t, self.n_head, c // self.n_head).transpose(1, 2) for z in (q, k, v))
-        if self.training and self.attn_pdrop > 0 and x.device.type == "cpu":
+        if cache is not None:
+            y = cache.attend(layer, q, k, v)
+        elif self.training and self.attn_pdrop > 0 and x.device.type == "cpu":
             y = _causal_attention_with_dropout(q, k, v, self.attn_pdrop)
         else:
             y = F.scaled_dot_product_attention(
@@ -110,8 +184,9 @@ class Block(nn.Module):
         self.mlp = MLP(cfg)
         self.ln_2 = nn.LayerNorm(cfg.n_embd, eps=cfg.layer_norm_epsilon)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        n = self.ln_1(x + self.attn(x))
+    def forward(self, x: torch.Tensor, cache: KVCache | None = None,
+                layer: int = 0) -> torch.Tensor:
+        n = self.ln_1(x + self.attn(x, cache, layer))
         return self.ln_2(n + self.mlp(n))
 
 
@@ -135,14 +210,21 @@ class GPT1(Trunk):
         if isinstance(module, nn.Linear) and module.bias is not None:
             nn.init.zeros_(module.bias)
 
-    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
-        t = input_ids.shape[1]
-        if t > self.config.n_ctx:
-            raise ValueError(f"sequence length {t} exceeds n_ctx {self.config.n_ctx}")
-        positions = torch.arange(t, device=input_ids.device)
+    def forward(self, input_ids: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
+        """Hidden states of `input_ids`; given a cache, of the tokens that follow its own, whose
+        keys and values it gains."""
+        t, start = input_ids.shape[1], 0 if cache is None else cache.length
+        if start + t > self.config.n_ctx:
+            raise ValueError(f"sequence length {start + t} exceeds n_ctx {self.config.n_ctx}")
+        if cache is not None and self.training:
+            raise ValueError("a KV cache is for inference: call model.eval() first")
+        positions = (torch.arange(t, device=input_ids.device) if cache is None
+                     else cache.positions(t, input_ids.device))
         x = self.drop(self.tokens_embed(input_ids) + self.positions_embed(positions))
-        for block in self.h:
-            x = block(x)
+        for layer, block in enumerate(self.h):
+            x = block(x, cache, layer)
+        if cache is not None:
+            cache.length += t
         return x
 
     @property

@@ -1,0 +1,36 @@
+"""`python -m bench.generate` at tiny sizes: it runs both sides, checks their greedy ids agree
+and writes its table."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bench import generate
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+def test_generate_bench_writes_its_table(tmp_path: Path) -> None:
+    path = generate.main(["--tiny", "--repeats", "1", "--out", str(tmp_path)])
+    result = json.loads(path.read_text())
+    assert path == tmp_path / "generate.json"
+    (table,) = result["tables"]
+    assert table["columns"] == ["model", "dtype", "new tokens/s", "ratio"]
+    ours, hf = table["rows"]
+    assert ours["model"].startswith("ours") and hf["model"].startswith("transformers")
+    assert ours["new tokens/s"] > 0 and hf["new tokens/s"] > 0
+    assert ours["ratio"] == pytest.approx(ours["new tokens/s"] / hf["new tokens/s"])
+    assert ours["ratio"] > 0 and hf["ratio"] == 1.0
+    settings = result["settings"]
+    assert settings["greedy_ids_identical"] is True
+    assert settings["distinct_ids"] > 3  # the text varies: agreeing on it says something
+    assert len(settings["tokens_per_second"]["ours"]) == 1
+    assert any("ratio >= 5x" in note for note in table["notes"])
+
+
+def test_differing_greedy_ids_fail_the_bench() -> None:
+    with pytest.raises(AssertionError, match="greedy ids differ"):
+        generate.timed(lambda: [1, 2, 3], [1, 2, 4])
