@@ -1,0 +1,309 @@
+"""Fine-tuning against transformers on SST-2 and Story Cloze (issue target: >= 2x, same accuracy).
+
+Ours is the stage's loop: `gpt1.training.finetune.finetune`, then `predict`. The reference is the
+loop one writes around transformers' `OpenAIGPTDoubleHeadsModel`: random batches from a shuffled
+order, each padded to its longest example, the loss transformers computes (the head's
+cross-entropy plus lm_coef times its LM loss over the text, padding labelled -100), fused AdamW
+with weight decay off the biases and LayerNorms (transformers Trainer's default), the same
+clipping and learning-rate schedule; evaluation in batches of the dev set's order, each padded
+to its longest. Both start from the same weights, see the same encoded inputs (our
+`encode_examples`: start, delimiter and extract tokens; a sequence per choice) and compute in
+the dtype our precision policy picks for the device (bf16 autocast where native, else fp32).
+
+The double-heads model's multiple-choice head is ours: dropout and a linear layer on the extract
+token's state (`mc_token_ids`), one scalar per choice, a softmax over the choices. A classifier
+is the same head on one "choice" with an output per label.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import statistics
+import time
+from contextlib import nullcontext
+from dataclasses import asdict, dataclass, replace
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn.utils.rnn import pad_sequence
+from transformers import OpenAIGPTConfig, OpenAIGPTDoubleHeadsModel
+
+from bench.common import DATA, Table, alternate, median, parser, publish
+from bench.finetune import ROOT, SAMPLE, TARGET, Data, Side, Sizes, load_data, sizes
+from gpt1.config import FinetuneTrainParams, Params, TaskParams, load_params
+from gpt1.corpus.bpe import GPT1Tokenizer, train_bpe
+from gpt1.corpus.text import TextCleaner
+from gpt1.downstream.families import family_of
+from gpt1.downstream.metrics import score
+from gpt1.downstream.readers import holdout_split, read_task_split
+from gpt1.downstream.transforms import encode_examples
+from gpt1.interop.hf import to_hf_config, to_hf_state_dict
+from gpt1.model.heads import TaskModel
+from gpt1.model.transformer import GPT1, GPT1Config
+from gpt1.training.device import Placement, autocast, placement
+from gpt1.training.finetune import finetune, predict
+from gpt1.training.optim import build_scheduler
+
+CLASSIFICATION = "sst2"
+CHOICE = "story_cloze"
+SIDES = ("ours", "transformers")
+
+
+def load_choice_data(params: Params, root: Path, s: Sizes) -> Data:
+    """Story Cloze as the stage reads it (dev drawn out of the train file by the task's holdout),
+    the first `s.train_examples` training stories, and a BPE learned on their texts."""
+    task = params.tasks[CHOICE]
+    assert task.holdout is not None, f"{CHOICE}: the registry draws its dev split by holdout"
+    train, dev = holdout_split(read_task_split(task, root, "train"), task.holdout.size,
+                               task.holdout.seed)
+    train = train.slice(0, s.train_examples)
+    if s.dev_examples is not None:
+        dev = dev.slice(0, s.dev_examples)
+    cleaner = TextCleaner()
+    texts = train.column("context").to_pylist() + [
+        choice for choices in train.column("choices").to_pylist() for choice in choices]
+    tok = GPT1Tokenizer(train_bpe([cleaner(t) for t in texts], s.vocab_size, min_frequency=2))
+    family = family_of(task)
+    return Data(encode_examples(task, train, tok, cleaner, s.n_ctx), family.targets(task, train),
+                encode_examples(task, dev, tok, cleaner, s.n_ctx), family.targets(task, dev), tok)
+
+
+def initial_model(task: TaskParams, cfg: FinetuneTrainParams, s: Sizes, vocab_size: int,
+                  dropout: float) -> TaskModel:
+    """A randomly initialised trunk and the task's head, a function of `cfg.seed` alone."""
+    torch.manual_seed(cfg.seed)
+    trunk = GPT1(GPT1Config(vocab_size=vocab_size, n_ctx=s.n_ctx, n_embd=s.n_embd,
+                            n_layer=s.n_layer, n_head=s.n_head, embd_pdrop=dropout,
+                            attn_pdrop=dropout, resid_pdrop=dropout))
+    return TaskModel.for_task(trunk, task, cfg)
+
+
+def reference_model(initial: TaskModel) -> OpenAIGPTDoubleHeadsModel:
+    """`OpenAIGPTDoubleHeadsModel` holding `initial`'s weights: its trunk's, and its head's as
+    the multiple-choice head's projection (after the same dropout)."""
+    config = OpenAIGPTConfig(**to_hf_config(initial.trunk.config),
+                             summary_first_dropout=initial.dropout.p)
+    model = OpenAIGPTDoubleHeadsModel(config)
+    # its __init__ fixes one output per sequence: a classifier needs one per label
+    model.multiple_choice_head.summary = nn.Linear(config.n_embd, initial.head.out_features)
+    trunk = to_hf_state_dict(initial.trunk)
+    model.load_state_dict({**trunk, "lm_head.weight": trunk["transformer.tokens_embed.weight"],
+                           "multiple_choice_head.summary.weight": initial.head.weight.detach(),
+                           "multiple_choice_head.summary.bias": initial.head.bias.detach()})
+    return model
+
+
+def collate(examples: list[list[list[int]]], idx: np.ndarray, pad_id: int,
+            device: torch.device) -> dict[str, torch.Tensor]:
+    """The double-heads model's inputs for examples `idx`: (B, choices, T) ids right-padded to
+    the batch's longest sequence, each sequence's extract-token index, and LM labels with the
+    padding -100. No attention mask: under causal attention no real token sees the padding."""
+    seqs = [torch.tensor(seq) for i in idx for seq in examples[i]]
+    lengths = torch.tensor([len(seq) for seq in seqs])
+    ids = pad_sequence(seqs, batch_first=True, padding_value=pad_id)
+    padding = torch.arange(ids.shape[1])[None, :] >= lengths[:, None]
+    shape = (len(idx), len(examples[idx[0]]), ids.shape[1])
+    batch = {"input_ids": ids.view(shape), "mc_token_ids": (lengths - 1).view(shape[:2]),
+             "labels": ids.masked_fill(padding, -100).view(shape)}
+    return {name: tensor.to(device) for name, tensor in batch.items()}
+
+
+def reference_loss(model: OpenAIGPTDoubleHeadsModel, batch: dict[str, torch.Tensor],
+                   targets: torch.Tensor, lm_coef: float) -> torch.Tensor:
+    """The head's cross-entropy plus `lm_coef` times the LM loss, both as transformers computes
+    them (`mc_loss`, `loss`)."""
+    out = model(**batch, mc_labels=targets)
+    return out.mc_loss + lm_coef * out.loss
+
+
+def reference_finetune(model: OpenAIGPTDoubleHeadsModel, examples: list[list[list[int]]],
+                       targets: np.ndarray, pad_id: int, cfg: FinetuneTrainParams,
+                       place: Placement) -> float:
+    """Train `model` in place for `cfg.epochs` epochs of random batches; returns the seconds the
+    batches took (as `finetune` times its own)."""
+    torch.manual_seed(cfg.seed)
+    rng = np.random.default_rng(cfg.seed)
+    model.to(place.device).train()
+    params = list(model.parameters())
+    optimizer = torch.optim.AdamW(
+        [{"params": [p for p in params if p.dim() > 1], "weight_decay": cfg.weight_decay},
+         {"params": [p for p in params if p.dim() <= 1], "weight_decay": 0.0}],
+        lr=cfg.lr, fused=place.device.type in ("cuda", "cpu"))
+    total = math.ceil(len(examples) / cfg.batch_size) * cfg.epochs
+    scheduler = build_scheduler(optimizer, math.ceil(cfg.warmup_fraction * total), total,
+                                "linear")
+    targets_t = torch.as_tensor(targets)
+    started = time.perf_counter()
+    for _ in range(cfg.epochs):
+        order = rng.permutation(len(examples))
+        for start in range(0, len(order), cfg.batch_size):
+            idx = order[start:start + cfg.batch_size]
+            batch = collate(examples, idx, pad_id, place.device)
+            with autocast(place.device, place.dtype):
+                loss = reference_loss(model, batch, targets_t[idx].to(place.device), cfg.lm_coef)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
+            optimizer.step()
+            scheduler.step()
+    loss.item()  # waits for the device
+    return time.perf_counter() - started
+
+
+@torch.no_grad()
+def reference_predict(model: OpenAIGPTDoubleHeadsModel, examples: list[list[list[int]]],
+                      pad_id: int, batch_size: int, place: Placement) -> np.ndarray:
+    """(N, outputs) head outputs in eval mode: per label, or per choice."""
+    model.to(place.device).eval()
+    out = []
+    for start in range(0, len(examples), batch_size):
+        batch = collate(examples, np.arange(start, min(start + batch_size, len(examples))),
+                        pad_id, place.device)
+        with autocast(place.device, place.dtype):
+            logits = model(input_ids=batch["input_ids"],
+                           mc_token_ids=batch["mc_token_ids"]).mc_logits
+        out.append(logits.flatten(1).float().cpu().numpy())
+    return np.concatenate(out)
+
+
+@dataclass(frozen=True)
+class Run:
+    train_seconds: float
+    eval_seconds: float
+    outputs: np.ndarray
+
+
+def run_ours(initial: TaskModel, data: Data, cfg: FinetuneTrainParams, place: Placement) -> Run:
+    model = copy.deepcopy(initial)
+    result = finetune(model, data.train, data.train_targets, data.tok.pad_id, cfg)
+    started = time.perf_counter()
+    outputs = predict(model, data.dev, data.tok.pad_id, cfg.batch_size, place.device, place.dtype)
+    return Run(result.seconds, time.perf_counter() - started, outputs)
+
+
+def run_reference(initial: TaskModel, data: Data, cfg: FinetuneTrainParams,
+                  place: Placement) -> Run:
+    model = reference_model(initial)
+    seconds = reference_finetune(model, data.train, data.train_targets, data.tok.pad_id, cfg,
+                                 place)
+    started = time.perf_counter()
+    outputs = reference_predict(model, data.dev, data.tok.pad_id, cfg.batch_size, place)
+    return Run(seconds, time.perf_counter() - started, outputs)
+
+
+def measure(task: TaskParams, data: Data, base: FinetuneTrainParams, s: Sizes, dropout: float,
+            rounds: int, place: Placement) -> dict[str, Side]:
+    """`rounds` alternating rounds of both sides, round r from seed `base.seed + r`: the same
+    initial weights for both sides within a round."""
+    initial = lru_cache(maxsize=1)(
+        lambda seed: initial_model(task, base.model_copy(update={"seed": seed}), s,
+                                   data.tok.vocab_size, dropout))
+    runners = {"ours": run_ours, "transformers": run_reference}
+    # no context to swap in: each side is its own loop
+    sides = {name: Side(nullcontext) for name in runners}
+
+    def once(name: str) -> float:
+        side = sides[name]
+        cfg = base.model_copy(update={"seed": base.seed + len(side.accuracy)})
+        run = runners[name](initial(cfg.seed), data, cfg, place)
+        side.train_rate.append(len(data.train) / run.train_seconds)
+        side.eval_rate.append(len(data.dev) / run.eval_seconds)
+        side.accuracy.append(score(["accuracy"], data.dev_targets,
+                                   run.outputs.argmax(axis=1))["accuracy"])
+        return side.train_rate[-1]
+
+    alternate({name: lambda name=name: once(name) for name in runners}, rounds)
+    return sides
+
+
+def spread(values: list[float]) -> float | None:
+    """The sample standard deviation; None for a single value."""
+    return statistics.stdev(values) if len(values) > 1 else None
+
+
+def noise_note(title: str, sides: dict[str, Side], n_dev: int) -> str:
+    """Whether the sides' mean accuracies differ by at most twice the standard error of the
+    difference: from the seeds' spread where there are several, else from the dev set's size
+    (binomial)."""
+    ours, ref = (sides[name].accuracy for name in SIDES)
+    diff = statistics.mean(ours) - statistics.mean(ref)
+    if len(ours) > 1:
+        se = math.sqrt((statistics.variance(ours) + statistics.variance(ref)) / len(ours))
+        basis = f"{len(ours)} seeds' spread"
+    else:
+        p = statistics.mean(ours + ref) / 100
+        se = 100 * math.sqrt(2 * p * (1 - p) / n_dev)
+        basis = f"binomial error of {n_dev} dev examples (one seed)"
+    verdict = "within noise" if abs(diff) <= 2 * se else "NOT within noise"
+    return (f"{title}: ours - transformers = {diff:+.2f} points, 2 x standard error "
+            f"{2 * se:.2f} ({basis}): {verdict}")
+
+
+def main(argv: list[str] | None = None) -> Path:
+    p = parser(__doc__.splitlines()[0])
+    p.add_argument("--train-examples", type=int, default=1000,
+                   help="SST-2 training sentences fine-tuned on for one epoch")
+    p.add_argument("--choice-examples", type=int, default=400,
+                   help="Story Cloze training stories fine-tuned on for one epoch")
+    p.add_argument("--dev-examples", type=int, default=500, help="dev examples scored per task")
+    p.add_argument("--seeds", type=int, default=3,
+                   help="seeds the accuracy is compared over (rounds: max(repeats, seeds))")
+    args = p.parse_args(argv)
+    params = load_params(ROOT / "params.yaml")
+    root = SAMPLE if args.tiny else DATA
+    base = sizes(params, args.tiny, args.train_examples)
+    if not args.tiny:
+        base = replace(base, dev_examples=args.dev_examples)
+    choice = base if args.tiny else replace(base, train_examples=args.choice_examples)
+    task_sizes = {CLASSIFICATION: base, CHOICE: choice}
+    data = {CLASSIFICATION: load_data(params, root, task_sizes[CLASSIFICATION]),
+            CHOICE: load_choice_data(params, root, task_sizes[CHOICE])}
+    rounds = max(args.repeats, args.seeds)
+    knobs = params.finetune.train
+    place = placement(knobs.device, knobs.precision)
+    rates = Table("fine-tuning examples/s (median)",
+                  ["task", "phase", "ours", "transformers", "ratio", "target"])
+    quality = Table("dev accuracy after one epoch",
+                    ["task", "side", "mean", "std", "seeds", "train", "dev"])
+    for name, d in data.items():
+        task = params.tasks[name]
+        cfg = params.finetune.for_task(task, params.finetune.seeds[0])
+        cfg = cfg.model_copy(update={"epochs": 1})
+        sides = measure(task, d, cfg, task_sizes[name], params.model.dropout, rounds, place)
+        for phase in ("train", "eval"):
+            ours, ref = (median(getattr(sides[side], f"{phase}_rate")) for side in SIDES)
+            rates.add(task=task.title, phase=phase, ours=ours, transformers=ref,
+                      ratio=ours / ref, target=f">= {TARGET:g}x")
+        for side in SIDES:
+            accuracy = sides[side].accuracy
+            quality.add(task=task.title, side=side, mean=statistics.mean(accuracy),
+                        std=spread(accuracy), seeds=len(accuracy), train=len(d.train),
+                        dev=len(d.dev))
+        quality.notes.append(noise_note(task.title, sides, len(d.dev)))
+    rates.notes = [
+        f"median of {rounds} alternating rounds, each from its own seed; 1 epoch, batch "
+        f"{knobs.batch_size}, lm_coef {knobs.lm_coef}, lr {knobs.lr}; on {place.device} in "
+        f"{str(place.dtype).removeprefix('torch.')} (our precision policy; the same for both)",
+        "ours: the stage's finetune + predict (length-bucketed batches, length-sorted eval); "
+        "transformers: OpenAIGPTDoubleHeadsModel in a plain loop, random batches padded to "
+        "their longest, its own mc_loss + lm_coef x LM loss",
+    ]
+    quality.notes.append(
+        f"model n_embd {base.n_embd}, n_layer {base.n_layer}, n_head {base.n_head}, n_ctx "
+        f"{base.n_ctx}, a BPE per task learned on its training text; the trunk is randomly "
+        "initialised (the same weights for both sides per seed), so the accuracy checks that "
+        "both sides learn alike, not GPT-1's")
+    settings = {"sizes": {name: asdict(s) for name, s in task_sizes.items()},
+                "repeats": args.repeats, "seeds": args.seeds, "rounds": rounds,
+                "tiny": args.tiny, "epochs": 1, "batch_size": knobs.batch_size,
+                "seed": params.finetune.seeds[0], "device": str(place.device),
+                "dtype": str(place.dtype).removeprefix("torch.")}
+    return publish([rates, quality], args.out, "finetune_transformers", settings)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,94 @@
+"""`bench.finetune_transformers`: its transformers reference computes our loss and our outputs
+from the same weights and inputs, and the benchmark runs end to end at --tiny sizes on the
+bundled data. No timing is asserted: the figures depend on the machine."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from bench import finetune_transformers as ft
+from bench.finetune import ROOT, Sizes
+from gpt1.config import load_params
+from gpt1.model.heads import TaskModel
+from gpt1.training.device import Placement
+from gpt1.training.finetune import _task_loss, pad_batch, predict
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+SIZES = Sizes(train_examples=0, dev_examples=0, vocab_size=50, n_ctx=24, n_embd=16, n_layer=2,
+              n_head=2)
+PAD = 0
+CPU = Placement(torch.device("cpu"), torch.float32)
+
+
+def _model_and_examples(task_name: str, n: int = 12) -> tuple[TaskModel,
+                                                               list[list[list[int]]],
+                                                               np.ndarray, float]:
+    """A random model of `task_name`'s head, and `n` random examples of varied lengths with as
+    many sequences as its family reads (two choices for Story Cloze)."""
+    params = load_params(ROOT / "params.yaml")
+    task = params.tasks[task_name]
+    cfg = params.finetune.for_task(task, 7)
+    model = ft.initial_model(task, cfg, SIZES, SIZES.vocab_size, dropout=0.1)
+    per_example = 2 if task.family == "multiple_choice" else 1
+    rng = np.random.default_rng(0)
+    examples = [[rng.integers(1, SIZES.vocab_size, rng.integers(3, SIZES.n_ctx + 1)).tolist()
+                 for _ in range(per_example)] for _ in range(n)]
+    targets = rng.integers(0, per_example if per_example > 1 else 2, n)
+    return model, examples, targets, cfg.lm_coef
+
+
+@pytest.mark.parametrize("task_name", [ft.CLASSIFICATION, ft.CHOICE])
+def test_reference_loss_is_ours(task_name: str) -> None:
+    """Same weights, same batch, no dropout: transformers' mc_loss + lm_coef x LM loss equals
+    our task loss + lm_coef x LM loss over the text."""
+    model, examples, targets, lm_coef = _model_and_examples(task_name)
+    reference = ft.reference_model(model).eval()
+    model.eval()
+    idx = np.arange(len(examples))
+    ids, lengths = pad_batch([seq for e in examples for seq in e], PAD)
+    with torch.no_grad():
+        ours = _task_loss(model, ids, lengths, len(examples[0]), torch.as_tensor(targets),
+                          lm_coef)
+        theirs = ft.reference_loss(reference, ft.collate(examples, idx, PAD, CPU.device),
+                                   torch.as_tensor(targets), lm_coef)
+    assert lm_coef > 0
+    assert theirs.item() == pytest.approx(ours.item(), abs=1e-5)
+
+
+@pytest.mark.parametrize("task_name", [ft.CLASSIFICATION, ft.CHOICE])
+def test_reference_predicts_as_ours(task_name: str) -> None:
+    """Our length-sorted `predict` and the reference's dataset-order batches give the same
+    outputs, and so the same predictions."""
+    model, examples, _, _ = _model_and_examples(task_name, n=20)
+    reference = ft.reference_model(model)
+    ours = predict(model, examples, PAD, batch_size=8)
+    theirs = ft.reference_predict(reference, examples, PAD, 8, CPU)
+    assert theirs.shape == ours.shape == (20, 2)
+    np.testing.assert_allclose(theirs, ours, atol=1e-5)
+    assert np.array_equal(theirs.argmax(axis=1), ours.argmax(axis=1))
+
+
+def test_finetune_transformers_tiny(tmp_path: Path) -> None:
+    path = ft.main(["--tiny", "--repeats", "1", "--seeds", "1", "--out", str(tmp_path)])
+    result = json.loads(path.read_text())
+    assert path.name == "finetune_transformers.json"
+    assert result["benchmark"] == "finetune_transformers" and result["settings"]["tiny"]
+    rates, quality = result["tables"]
+    titles = ["SST-2", "Story Cloze"]
+    assert [(r["task"], r["phase"]) for r in rates["rows"]] == [
+        (t, phase) for t in titles for phase in ("train", "eval")]
+    for row in rates["rows"]:
+        assert row["ours"] > 0 and row["transformers"] > 0
+        assert row["ratio"] == pytest.approx(row["ours"] / row["transformers"])
+    assert [(r["task"], r["side"]) for r in quality["rows"]] == [
+        (t, side) for t in titles for side in ("ours", "transformers")]
+    for row in quality["rows"]:
+        assert 0 <= row["mean"] <= 100 and row["seeds"] == 1 and row["std"] is None
+    assert sum("noise" in note for note in quality["notes"]) == 2
+    assert any("randomly initialised" in note for note in quality["notes"])
