@@ -362,3 +362,52 @@ def test_decode(released: tuple[OpenAITextEncoder, OriginalTextEncoder]) -> None
     ours, _ = released
     assert ours.decode(ours.encode("The film was \u201cGREAT\u201d, wasn't it?")) == (
         'the film was " great " , was n\'t it ?')
+
+
+def test_line_breaks_are_kept_as_the_original_keeps_them(
+        released: tuple[OpenAITextEncoder, OriginalTextEncoder]) -> None:
+    """The clean stage drops spaCy's whitespace token between lines; the original encodes it as
+    `\\n</w>`, once per run of blank lines, whatever whitespace surrounds it."""
+    ours, original = released
+    newline = original.encoder["\n</w>"]
+    text = "one\ntwo \t\n\n\r\n  three\u2028four\n"
+    expected = original.encode(text)
+    assert expected.count(newline) == 3
+    assert ours.encode(text) == ours.encode_batch([text])[0] == expected
+
+
+# Pieces of random texts: words, special cases across words (`U.S.`, `:)`), every whitespace
+# the standardisation treats, and what each of ftfy's fixes acts on: HTML entities (unescaped
+# until a line holds "<"), mojibake, curly quotes, ligatures, full-width letters, terminal
+# escapes, control characters; with non-ASCII letters and a final capital sigma.
+PIECES = ["the", "Cat", "don't", "U.S.", ":)", "e.g.", "a\\b", "...", "--", " ", " ", "\n",
+          "\n\n", "\r\n", "\t", "\u00a0", "\u2028", "\x85", "&amp;", "&lt;", "<b>", "&",
+          "\u00c3\u00a9", "\u00e2\u20ac\u2122", "\u201cso\u201d", "it\u2019s", "\u2014",
+          "\u2026", "\u00b4", "\ufb01ne", "\uff2c\uff2f\uff35\uff24", "\x1b[31m", "\x07",
+          "caf\u00e9", "na\u00efve", "\u039f\u0394\u03a5\u03a3", "\u00df", "\u0130stanbul",
+          "\u4e2d\u6587", "\U0001f600"]
+
+
+def test_random_texts_as_the_original(
+        released: tuple[OpenAITextEncoder, OriginalTextEncoder]) -> None:
+    ours, original = released
+    rng = random.Random(1)
+    texts = ["".join(rng.choice(PIECES) for _ in range(rng.randint(1, 40)))
+             for _ in range(2000)]
+    expected = [original.encode(t) for t in texts]
+    assert ours.encode_batch(texts) == expected
+    assert ours.encode_batch(texts[::-1]) == expected[::-1]  # from the caches, in another order
+
+
+def test_caches_past_their_bounds(monkeypatch: pytest.MonkeyPatch,
+                                  released: tuple[OpenAITextEncoder, OriginalTextEncoder],
+                                  real_texts: list[str]) -> None:
+    """Both caches start again many times over (the spans' keeps the line break it holds)."""
+    monkeypatch.setattr("gpt1.corpus.text._MAX_CACHED_SPANS", 64)
+    monkeypatch.setattr("gpt1.corpus.encode.MAX_CACHED_WORDS", 64)
+    texts = real_texts[:400] + EDGE_CASES
+    fresh = OpenAITextEncoder(released[0].tokenizer)
+    expected = [released[1].encode(t) for t in texts]
+    assert [fresh.encode(t) for t in texts] == expected
+    assert len(fresh._cleaner._cache) <= 200 and len(fresh._encoder._words) <= 400
+

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from itertools import chain
@@ -11,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from tokenizers import Tokenizer, normalizers, pre_tokenizers
+from tokenizers import Tokenizer, normalizers
 
 from gpt1.config import ExecutorParams
 from gpt1.corpus.bpe import GPT1Tokenizer
@@ -29,18 +30,27 @@ ENCODE_BATCH = 256
 MAX_CACHED_WORDS = 1 << 20
 
 
+# The pre-tokenizers of GPT-1's BPE, serialised: ours split at any whitespace, the one of
+# OpenAI's release (gpt1.interop.openai) at spaces alone, so that a newline stays a word.
+_WORD_SPLITS = ({"type": "WhitespaceSplit"},
+                {"type": "Split", "pattern": {"String": " "}, "behavior": "Removed",
+                 "invert": False})
+
+
 class WordCachedEncoder:
     """`tokenizer.encode_batch` for a corpus, encoding each distinct space-separated word once.
 
     Exact, not an approximation: GPT-1's BPE lower-cases character by character, splits at
-    whitespace and encodes each piece on its own (its special tokens hold no space), so a text's
-    ids are its words' ids one after the other. A word holding other whitespace is simply split
-    again by the tokenizer. Books repeat their words, so most words are a hash lookup.
+    whitespace (or at spaces alone) and encodes each piece on its own (its special tokens hold no
+    space), so a text's ids are its words' ids one after the other. A word holding other
+    whitespace is simply split again by a tokenizer that splits there. Books repeat their words,
+    so most words are a hash lookup.
     """
 
     def __init__(self, tokenizer: GPT1Tokenizer, dtype: np.dtype) -> None:
         backend = tokenizer.backend
-        if not (isinstance(backend.pre_tokenizer, pre_tokenizers.WhitespaceSplit)
+        split = backend.pre_tokenizer and json.loads(backend.pre_tokenizer.__getstate__())
+        if not (split in _WORD_SPLITS
                 and isinstance(backend.normalizer, normalizers.Lowercase | None)
                 and backend.post_processor is None):
             raise ValueError("WordCachedEncoder needs GPT-1's BPE: lower-case, whitespace split")

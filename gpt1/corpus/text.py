@@ -17,19 +17,51 @@ import numpy as np
 _PUNCT_RUNS = re.compile(r"""(([-~!";?+,)(/*\[\]{}|_])\2*)""")
 # Cached spaCy results are dropped past this many distinct spans, bounding a worker's memory.
 _MAX_CACHED_SPANS = 1 << 19
-# The ASCII characters some ftfy fix acts on: '&' (HTML entities), '\r' (line breaks), ESC
-# (terminal escapes) and the other control characters. Every other fix concerns non-ASCII text.
-_FTFY_ASCII_TRIGGERS = re.compile(r"[&\x00-\x08\x0b-\x1f\x7f]")
+# The span between two lines of standardised text: spaCy makes it a whitespace token of its own.
+_LINE_BREAK = {"\n": "\n"}
+# Text to which ftfy does nothing but straighten curly quotes: ASCII other than the characters
+# an ftfy fix acts on ('&' for HTML entities, '\r' for line breaks, ESC for terminal escapes, the
+# other control characters), plus curly quotes and en and em dashes, the non-ASCII of most books.
+# No encoding fix acts on it: each single-byte encoding ftfy tries lacks those four characters,
+# or encodes them as bytes no UTF-8 sequence starts with (0x91-0x97), or as bytes that start one
+# no byte of the text continues (MacRoman's 0xD0-0xD5); none is a first character of the
+# mojibake ftfy looks for. Its other fixes act on other characters, and all of these are NFC.
+_FTFY_AT_WORK = re.compile(
+    r"[&\x00-\x08\x0b-\x1f\x7f]|[^\x00-\x7f\u2013\u2014\u2018\u2019\u201c\u201d]")
+_UNCURL = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"'})
+_FTFY_CONFIG = ftfy.TextFixerConfig(explain=False)  # `ftfy.fix_text`'s
+
+
+def _straightened(text: str) -> str | None:
+    """`ftfy.fix_text(text)` where all it provably does is straighten curly quotes; else None."""
+    if _FTFY_AT_WORK.search(text):
+        return None
+    return text if text.isascii() else text.translate(_UNCURL)
 
 
 def fix_text(text: str) -> str:
-    """`ftfy.fix_text`, skipped where it provably returns its input: ASCII text without any of
-    the characters an ftfy fix acts on. Books are mostly such text, and ftfy a large share of
-    cleaning. Measured: bench/results/findings.md ("Text cleaning: ftfy skipped on plain
-    ASCII")."""
-    if text.isascii() and not _FTFY_ASCII_TRIGGERS.search(text):
-        return text
-    return ftfy.fix_text(text)
+    """`ftfy.fix_text`, skipped where it provably does no more than straighten curly quotes: on
+    such text, and on such lines of other text. Books are mostly such text, and ftfy a large
+    share of cleaning. Measured: bench/results/findings.md ("Text cleaning: ftfy skipped on
+    plain ASCII").
+
+    `ftfy.fix_text`'s loop, restated: it fixes a text one segment at a time (a line with its
+    newline, or `max_decode_length` characters of one), each on its own but for one setting it
+    carries along: from the first segment holding "<" on, HTML entities are no longer unescaped.
+    """
+    fixed = _straightened(text)
+    if fixed is not None:
+        return fixed
+    config, out, pos = _FTFY_CONFIG, [], 0
+    while pos < len(text):
+        end = min(text.find("\n", pos) + 1 or len(text), pos + config.max_decode_length)
+        segment = text[pos:end]
+        if config.unescape_html == "auto" and "<" in segment:
+            config = config._replace(unescape_html=False)
+        fixed = _straightened(segment)
+        out.append(ftfy.fix_and_explain(segment, config).text if fixed is None else fixed)
+        pos = end
+    return "".join(out)
 
 
 def text_standardize(text: str) -> str:
@@ -63,7 +95,7 @@ class TextCleaner:
     """
 
     def __init__(self) -> None:
-        self._cache: dict[str, str] = {}
+        self._cache: dict[str, str] = dict(_LINE_BREAK)
 
     @cached_property
     def _tokenizer(self):
@@ -101,14 +133,18 @@ class TextCleaner:
         """The spaCy tokens of the fixed and standardised `text`, whitespace tokens dropped."""
         return self(text).split()
 
-    def __call__(self, text: str) -> str:
-        spans = self._spans(text_standardize(fix_text(text)))
+    def __call__(self, text: str, line_breaks: bool = False) -> str:
+        """The tokens, joined by single spaces. spaCy's whitespace token between two lines is
+        dropped; with `line_breaks` it is kept, as a newline, for the original
+        `TextEncoder.encode` keeps it (and encodes it as `\\n</w>`)."""
+        spans = self._spans(text_standardize(fix_text(text)), line_breaks)
         self._tokenize_new(spans)
         return " ".join(map(self._cache.__getitem__, spans))
 
-    def _spans(self, text: str) -> list[str]:
+    def _spans(self, text: str, line_breaks: bool) -> list[str]:
         """The spans of standardised `text` (words separated by single spaces, lines by " \n ")
-        that spaCy sees separately: its words, joined across the spaces `_join_pairs` names."""
+        that spaCy sees separately: its words, joined across the spaces `_join_pairs` names;
+        the newline between lines too where `line_breaks` says."""
         words = text.split(" ")
         # NUL at either end, so that every space has a character on each side (no pair holds NUL)
         chars = np.frombuffer(f"\0{text}\0".encode("utf-32-le", "surrogatepass"), np.uint32)
@@ -125,6 +161,8 @@ class TextCleaner:
                 spans.append(words[k] + " " + words[k + 1])
             done = k + 2
         spans += words[done:]
+        if line_breaks:
+            return [span for span in spans if span]
         return [span for span in spans if span and span != "\n"]
 
     def _tokenize_new(self, spans: list[str]) -> None:
@@ -132,8 +170,8 @@ class TextCleaner:
         are tokenised independently, and the newline tokens between them mark where each ends."""
         new = list(set(spans).difference(self._cache))
         if len(self._cache) + len(new) > _MAX_CACHED_SPANS:
-            self._cache.clear()
-            new = list(set(spans))
+            self._cache = dict(_LINE_BREAK)
+            new = list(set(spans).difference(self._cache))
         if not new:
             return
         # words hold no whitespace, so the only whitespace tokens are the newlines between spans
