@@ -1,0 +1,16 @@
+"""`make bench` runs every benchmark: the Makefile's BENCHES names each runnable bench module."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_make_bench_runs_every_benchmark() -> None:
+    listed = re.search(r"^BENCHES := (.*)$", (REPO / "Makefile").read_text(), re.M)
+    assert listed is not None, "no BENCHES line in the Makefile"
+    runnable = {p.stem for p in (REPO / "bench").glob("*.py")
+                if 'if __name__ == "__main__":' in p.read_text()}
+    assert set(listed.group(1).split()) == runnable
