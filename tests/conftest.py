@@ -20,6 +20,19 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("GPT1_SHARED_DATA", REPO.parent / "shared" / "data"))
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Under pytest-xdist, each worker's torch takes its share of the cores: the default, every
+    core in every worker, oversubscribes them."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    torch.set_num_threads(max(1, torch.get_num_threads() // workers))
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The end-to-end tests (minutes each) first: each xdist worker starts on one of them and
+    the short tests fill in after, rather than one long test starting last."""
+    items.sort(key=lambda item: item.get_closest_marker("e2e") is None)
+
+
 @pytest.fixture()
 def one_torch_thread() -> Iterator[None]:
     """Tiny models run fastest, and steadiest on a busy machine, on one thread."""

@@ -2,31 +2,42 @@
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 
 import numpy as np
-from scipy.stats import pearsonr, spearmanr
-from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 
 MetricFn = Callable[[np.ndarray, np.ndarray], float]
 
 
-def _correlation(coefficient: Callable) -> MetricFn:
-    """A SciPy correlation coefficient, 0 where predictions or labels do not vary: undefined
-    there (SciPy gives NaN), and 0 as Matthews' coefficient is 0 for a constant predictor."""
+def _library(module: str, name: str) -> Callable:
+    """`module.name`, imported on first use: scikit-learn and scipy.stats take 0.9 s to import,
+    which every stage importing this module paid at start, scoring something or not (a task
+    without data, the report, the zero-shot stage of an absent task)."""
+    return getattr(importlib.import_module(module), name)
+
+
+def _sklearn(name: str) -> MetricFn:
+    return lambda y, p: float(_library("sklearn.metrics", name)(y, p))
+
+
+def _correlation(name: str) -> MetricFn:
+    """scipy.stats' correlation coefficient `name`, 0 where predictions or labels do not vary:
+    undefined there (SciPy gives NaN), and 0 as Matthews' coefficient is 0 for a constant
+    predictor."""
     def metric(y: np.ndarray, p: np.ndarray) -> float:
         if np.ptp(p) == 0 or np.ptp(y) == 0:
             return 0.0
-        return float(coefficient(y, p).statistic)
+        return float(_library("scipy.stats", name)(y, p).statistic)
     return metric
 
 
 _METRICS: dict[str, MetricFn] = {
-    "accuracy": lambda y, p: float(accuracy_score(y, p)),
-    "mcc": lambda y, p: float(matthews_corrcoef(y, p)),  # CoLA
-    "f1": lambda y, p: float(f1_score(y, p)),  # MRPC, QQP: F1 of the positive class (label 1)
-    "pearson": _correlation(pearsonr),  # STS-B
-    "spearman": _correlation(spearmanr),
+    "accuracy": _sklearn("accuracy_score"),
+    "mcc": _sklearn("matthews_corrcoef"),  # CoLA
+    "f1": _sklearn("f1_score"),  # MRPC, QQP: F1 of the positive class (label 1)
+    "pearson": _correlation("pearsonr"),  # STS-B
+    "spearman": _correlation("spearmanr"),
 }
 
 
