@@ -87,8 +87,17 @@ def machine() -> dict[str, Any]:
     return info
 
 
+def machine_line(info: dict[str, Any]) -> str:
+    gpu = f", GPU {info['gpu']}" if "gpu" in info else ""
+    return (f"machine: CPU {info['cpu']} with {info['cpu_capability']} kernels, "
+            f"{info['threads']} torch threads{gpu}; torch {info['torch']}, "
+            f"Python {info['python']}")
+
+
 def publish(tables: list[Table], out_dir: Path, name: str, settings: dict[str, Any]) -> Path:
-    """Print `tables` and write them with `settings` and the machine to `out_dir/<name>.json`."""
+    """Print the machine's line and `tables`, and write them with `settings` and the machine to
+    `out_dir/<name>.json`: figures compare only with figures of the same capability."""
+    print(machine_line(machine()), end="\n\n")
     for table in tables:
         print(table.render(), end="\n\n", flush=True)
     result = {"benchmark": name, "settings": settings, "machine": machine(),

@@ -7,15 +7,23 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 
 from bench import generate
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
-def test_generate_bench_writes_its_table(tmp_path: Path) -> None:
+def test_generate_bench_writes_its_table(tmp_path: Path,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
     path = generate.main(["--tiny", "--repeats", "1", "--out", str(tmp_path)])
     result = json.loads(path.read_text())
+    # what the figures were measured on heads the printed tables, as torch names it
+    capability = torch.backends.cpu.get_cpu_capability()
+    assert result["machine"]["cpu_capability"] == capability
+    printed = capsys.readouterr().out
+    assert f" with {capability} kernels, {torch.get_num_threads()} torch threads" in \
+        printed.split("\n## ")[0]
     assert path == tmp_path / "generate.json"
     (table,) = result["tables"]
     assert table["columns"] == ["model", "dtype", "new tokens/s", "ratio"]
