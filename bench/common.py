@@ -97,10 +97,11 @@ def machine_line(info: dict[str, Any]) -> str:
 def publish(tables: list[Table], out_dir: Path, name: str, settings: dict[str, Any]) -> Path:
     """Print the machine's line and `tables`, and write them with `settings` and the machine to
     `out_dir/<name>.json`: figures compare only with figures of the same capability."""
-    print(machine_line(machine()), end="\n\n")
+    info = machine()
+    print(machine_line(info), end="\n\n")
     for table in tables:
         print(table.render(), end="\n\n", flush=True)
-    result = {"benchmark": name, "settings": settings, "machine": machine(),
+    result = {"benchmark": name, "settings": settings, "machine": info,
               "tables": [{"name": t.name, "columns": t.columns, "rows": t.rows, "notes": t.notes}
                          for t in tables]}
     path = out_dir / f"{name}.json"
