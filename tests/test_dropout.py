@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
-from gpt1.model.dropout import Dropout, dropout
+from gpt1.model.dropout import CHUNK_DRAWS, Dropout, dropout, dropout_add, keep_scale_mask
 from gpt1.model.transformer import _causal_attention_with_dropout
 
 
@@ -27,6 +28,34 @@ def test_masks_follow_torchs_seed() -> None:
     again = dropout(x, 0.5, training=True)
     assert torch.equal(first, again)
     assert not torch.equal(again, dropout(x, 0.5, training=True))  # the next draw differs
+
+
+def test_a_mask_is_one_pcg64_stream_whatever_the_threads() -> None:
+    # restated: kept where PCG64(seed)'s uniform float32 draws, in order, are >= p
+    n, p, seed = 3 * CHUNK_DRAWS + 10, 0.1, 1234
+    draws = np.random.Generator(np.random.PCG64(seed)).random(n, dtype=np.float32)
+    want = np.where(draws >= np.float32(p), np.float32(1 / (1 - p)), np.float32(0))
+    threads = torch.get_num_threads()
+    try:
+        for count in (1, 2, 3):
+            torch.set_num_threads(count)
+            assert np.array_equal(keep_scale_mask(seed, n, p), want), count
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_dropout_add_is_the_residual_plus_the_dropped_branch() -> None:
+    torch.manual_seed(2)
+    residual = torch.randn(512, 256, requires_grad=True)
+    branch = torch.randn(512, 256, requires_grad=True)
+    y = dropout_add(residual, branch, 0.2, training=True)
+    y.sum().backward()
+    mask = branch.grad
+    torch.testing.assert_close(residual.grad, torch.ones_like(residual))
+    assert set(mask.unique().tolist()) == {0.0, 1 / 0.8}
+    assert abs((mask == 0).float().mean().item() - 0.2) < 0.01  # 131,072 draws: sd 0.0011
+    torch.testing.assert_close(y, residual + branch * mask)
+    assert torch.equal(dropout_add(residual, branch, 0.2, training=False), residual + branch)
 
 
 def test_gradient_is_the_mask() -> None:

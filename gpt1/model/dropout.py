@@ -1,13 +1,19 @@
 """Dropout whose masks are drawn by numpy's PCG64 on the CPU: the same Bernoulli masks and
-scaling as `F.dropout`, from a generator faster than torch's CPU generator. On other devices,
-torch's own dropout (Philox on CUDA) is already fast and is used.
+scaling as `F.dropout`, from a generator faster than torch's CPU generator, filled a chunk at a
+time on as many threads as torch uses. On other devices, torch's own dropout (Philox on CUDA) is
+already fast and is used.
 Measured: bench/results/findings.md ("Dropout: numpy's PCG64 against torch's bernoulli_").
 
 Each mask's seed is drawn from torch's generator, so `torch.manual_seed` and the RNG states a
-checkpoint saves still fix every mask.
+checkpoint saves still fix every mask. A mask is the stream of one PCG64 seeded so, whatever the
+number of threads: each chunk's generator is advanced to where the chunk starts in it.
 """
 
 from __future__ import annotations
+
+import math
+import os
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import torch
@@ -15,18 +21,65 @@ import torch.nn.functional as F
 from torch import nn
 from torch.profiler import record_function
 
+# Draws per chunk: even (numpy makes two float32 draws of each 64-bit output), and small enough
+# that a residual's mask (batch x context x width) splits between the threads.
+CHUNK_DRAWS = 1 << 18
+
+_pools: dict[tuple[int, int], ThreadPoolExecutor] = {}
+
+
+def _pool(threads: int) -> ThreadPoolExecutor:
+    """A pool of `threads` workers for this process (a forked child makes its own)."""
+    key = (os.getpid(), threads)
+    if key not in _pools:
+        _pools[key] = ThreadPoolExecutor(threads, thread_name_prefix="dropout-mask")
+    return _pools[key]
+
+
+def keep_scale_mask(seed: int, numel: int, p: float) -> np.ndarray:
+    """`numel` float32s, 1 / (1 - p) where PCG64(seed)'s uniform float32 draw is >= p, else 0."""
+    scaled = np.empty(numel, dtype=np.float32)
+    threshold, scale = np.float32(p), np.float32(1.0 / (1.0 - p))
+
+    def fill(start: int) -> None:
+        chunk = scaled[start:start + CHUNK_DRAWS]
+        bits = np.random.PCG64(seed)
+        bits.advance(start // 2)
+        np.random.Generator(bits).random(out=chunk, dtype=np.float32)
+        np.multiply(chunk >= threshold, scale, out=chunk)  # in the draws' memory
+
+    starts = range(0, numel, CHUNK_DRAWS)
+    threads = min(torch.get_num_threads(), len(starts))
+    if threads > 1:
+        list(_pool(threads).map(fill, starts))  # list: a worker's exception is raised here
+    else:
+        for start in starts:
+            fill(start)
+    return scaled
+
 
 def dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
     """`F.dropout(x, p, training)`: each element zeroed with probability `p`, the rest scaled by
     1 / (1 - p)."""
     if not training or p == 0.0 or p >= 1.0 or x.device.type != "cpu":
         return F.dropout(x, p, training)
+    return x * _mask_like(x, p)
+
+
+def dropout_add(residual: torch.Tensor, x: torch.Tensor, p: float,
+                training: bool) -> torch.Tensor:
+    """`residual + F.dropout(x, p, training)`, on the CPU in one pass (`addcmul`)."""
+    if not training or p == 0.0 or p >= 1.0 or x.device.type != "cpu":
+        return residual + F.dropout(x, p, training)
+    return torch.addcmul(residual, x, _mask_like(x, p))
+
+
+def _mask_like(x: torch.Tensor, p: float) -> torch.Tensor:
+    """A dropout mask of 1 / (1 - p) and 0 in `x`'s shape and dtype, its seed from torch's RNG."""
     with record_function("dropout mask"):
         seed = int(torch.randint(0, 2**62, (1,)).item())
-        draws = np.random.Generator(np.random.PCG64(seed)).random(x.numel(), dtype=np.float32)
-        # 1 / (1 - p) where kept, else 0, in the draws' memory: one multiply forward and backward
-        scale = np.multiply(draws >= np.float32(p), np.float32(1.0 / (1.0 - p)), out=draws)
-    return x * torch.from_numpy(scale).view(x.shape).to(x.dtype)
+        scaled = keep_scale_mask(seed, math.prod(x.shape), p)
+    return torch.from_numpy(scaled).view(x.shape).to(x.dtype)
 
 
 class Dropout(nn.Module):

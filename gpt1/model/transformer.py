@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from gpt1.model.dropout import Dropout, dropout
+from gpt1.model.dropout import Dropout, dropout, dropout_add
 from gpt1.model.trunk import Trunk, TrunkConfig
 
 
@@ -63,10 +63,12 @@ def _causal_attention_with_dropout(q: torch.Tensor, k: torch.Tensor, v: torch.Te
     """What `scaled_dot_product_attention(..., is_causal=True, dropout_p=p)` computes on the CPU
     (its CPU kernels cannot drop weights, so it falls back to these steps), with the weights'
     dropout mask drawn by `gpt1.model.dropout`."""
-    t = q.shape[-2]
-    scores = (q @ k.transpose(-2, -1)) * (q.shape[-1] ** -0.5)
-    future = torch.ones(t, t, dtype=torch.bool, device=q.device).triu_(1)
-    weights = scores.masked_fill(future, float("-inf")).softmax(dim=-1)
+    *batch, t, head_dim = q.shape
+    q, k = q.reshape(-1, t, head_dim), k.reshape(-1, t, head_dim)
+    # the scale and the causal mask inside the scores' matmul: alpha q k^T + (0 or -inf)
+    future = torch.full((t, t), float("-inf"), dtype=q.dtype, device=q.device).triu_(1)
+    scores = torch.baddbmm(future, q, k.transpose(1, 2), alpha=head_dim ** -0.5)
+    weights = scores.softmax(dim=-1).view(*batch, t, t)
     return dropout(weights, p, training=True) @ v
 
 
@@ -145,7 +147,6 @@ class CausalSelfAttention(nn.Module):
         self.attn_pdrop = cfg.attn_pdrop
         self.c_attn = nn.Linear(cfg.n_embd, 3 * cfg.n_embd)
         self.c_proj = nn.Linear(cfg.n_embd, cfg.n_embd)
-        self.resid_dropout = Dropout(cfg.resid_pdrop)
 
     def forward(self, x: torch.Tensor, cache: KVCache | None = None,
                 layer: int = 0) -> torch.Tensor:
@@ -160,7 +161,7 @@ class CausalSelfAttention(nn.Module):
             y = F.scaled_dot_product_attention(
                 q, k, v, is_causal=True, dropout_p=self.attn_pdrop if self.training else 0.0)
         y = y.transpose(1, 2).contiguous().view(b, t, c)
-        return self.resid_dropout(self.c_proj(y))
+        return self.c_proj(y)
 
 
 class MLP(nn.Module):
@@ -168,17 +169,18 @@ class MLP(nn.Module):
         super().__init__()
         self.c_fc = nn.Linear(cfg.n_embd, 4 * cfg.n_embd)
         self.c_proj = nn.Linear(4 * cfg.n_embd, cfg.n_embd)
-        self.dropout = Dropout(cfg.resid_pdrop)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.dropout(self.c_proj(F.gelu(self.c_fc(x), approximate="tanh")))
+        return self.c_proj(F.gelu(self.c_fc(x), approximate="tanh"))
 
 
 class Block(nn.Module):
-    """Post-LN: n = LN(x + attn(x)); h = LN(n + mlp(n))."""
+    """Post-LN: n = LN(x + attn(x)); h = LN(n + mlp(n)), each branch's output dropped out (p =
+    resid_pdrop) as it joins the residual sum."""
 
     def __init__(self, cfg: GPT1Config) -> None:
         super().__init__()
+        self.resid_pdrop = cfg.resid_pdrop
         self.attn = CausalSelfAttention(cfg)
         self.ln_1 = nn.LayerNorm(cfg.n_embd, eps=cfg.layer_norm_epsilon)
         self.mlp = MLP(cfg)
@@ -186,8 +188,8 @@ class Block(nn.Module):
 
     def forward(self, x: torch.Tensor, cache: KVCache | None = None,
                 layer: int = 0) -> torch.Tensor:
-        n = self.ln_1(x + self.attn(x, cache, layer))
-        return self.ln_2(n + self.mlp(n))
+        n = self.ln_1(dropout_add(x, self.attn(x, cache, layer), self.resid_pdrop, self.training))
+        return self.ln_2(dropout_add(n, self.mlp(n), self.resid_pdrop, self.training))
 
 
 class GPT1(Trunk):

@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from gpt1.training.allocator import keep_freed_memory
+
 if TYPE_CHECKING:
     from gpt1.training.distributed import Group
 
@@ -64,7 +66,11 @@ def autocast(device: torch.device, dtype: torch.dtype) -> contextlib.AbstractCon
 
 
 def configure_backends(device: torch.device) -> None:
-    """TF32 matmuls on CUDA: fp32 accuracy is not needed where bf16 autocast already runs."""
+    """TF32 matmuls on CUDA: fp32 accuracy is not needed where bf16 autocast already runs. On
+    the CPU, freed memory kept for reuse rather than returned to the kernel (`keep_freed_memory`:
+    each step's tensors would otherwise come back as fresh pages)."""
+    if device.type == "cpu":
+        keep_freed_memory()
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
