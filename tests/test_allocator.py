@@ -12,14 +12,14 @@ import pytest
 
 from gpt1.training import allocator
 
-# A step's shape: a dozen tensors of 0.25 to 6 MB alive at once, freed in another order; the
+# A step's shape: a dozen tensors of 1 to 24 MB alive at once, freed in another order; the
 # same sizes again each round.
 ROUNDS = """
 import json, random, resource, sys, torch
 from gpt1.training.allocator import keep_freed_memory
 kept = keep_freed_memory() if sys.argv[1] == "keep" else None
 rng = random.Random(0)
-sizes = [rng.randint(1, 24) * 2**16 for _ in range(12)]  # float32s
+sizes = [rng.randint(1, 24) * 2**18 for _ in range(12)]  # float32s
 counts = []
 for _ in range(6):
     before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
@@ -42,10 +42,11 @@ def test_freed_blocks_are_reused_not_faulted_in_again() -> None:
     default, kept = _faults("default"), _faults("keep")
     assert kept["kept"] is True
     pages = default["pages"]
-    # glibc's defaults give the pages back and fault them in again every round
-    assert min(default["faults"][2:]) > pages // 2, default
+    # glibc's defaults: the first round's blocks are mapped and unmapped, so the second round's
+    # come from fresh memory again (later rounds vary from run to run as its thresholds adapt)
+    assert default["faults"][1] > pages // 2, default
     # kept: once the heap has grown, the blocks come back from it (a few pages to fragmentation)
-    assert max(kept["faults"][2:]) < pages // 10, kept
+    assert sum(kept["faults"][1:]) < pages // 2, kept
 
 
 def test_other_c_libraries_are_left_alone(monkeypatch: pytest.MonkeyPatch) -> None:
