@@ -11,7 +11,6 @@ number of threads: each chunk's generator is advanced to where the chunk starts 
 
 from __future__ import annotations
 
-import math
 import os
 from concurrent.futures import ThreadPoolExecutor
 
@@ -61,7 +60,7 @@ def keep_scale_mask(seed: int, numel: int, p: float) -> np.ndarray:
 def dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
     """`F.dropout(x, p, training)`: each element zeroed with probability `p`, the rest scaled by
     1 / (1 - p)."""
-    if not training or p == 0.0 or p >= 1.0 or x.device.type != "cpu":
+    if _torch_does_it(x, p, training):
         return F.dropout(x, p, training)
     return x * _mask_like(x, p)
 
@@ -69,16 +68,21 @@ def dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
 def dropout_add(residual: torch.Tensor, x: torch.Tensor, p: float,
                 training: bool) -> torch.Tensor:
     """`residual + F.dropout(x, p, training)`, on the CPU in one pass (`addcmul`)."""
-    if not training or p == 0.0 or p >= 1.0 or x.device.type != "cpu":
+    if _torch_does_it(x, p, training):
         return residual + F.dropout(x, p, training)
     return torch.addcmul(residual, x, _mask_like(x, p))
+
+
+def _torch_does_it(x: torch.Tensor, p: float, training: bool) -> bool:
+    """No mask to draw (eval, p 0 or 1), or a device whose own dropout is fast."""
+    return not training or p == 0.0 or p >= 1.0 or x.device.type != "cpu"
 
 
 def _mask_like(x: torch.Tensor, p: float) -> torch.Tensor:
     """A dropout mask of 1 / (1 - p) and 0 in `x`'s shape and dtype, its seed from torch's RNG."""
     with record_function("dropout mask"):
         seed = int(torch.randint(0, 2**62, (1,)).item())
-        scaled = keep_scale_mask(seed, math.prod(x.shape), p)
+        scaled = keep_scale_mask(seed, x.numel(), p)
     return torch.from_numpy(scaled).view(x.shape).to(x.dtype)
 
 

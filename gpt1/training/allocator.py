@@ -29,6 +29,7 @@ def keep_freed_memory() -> bool:
     if platform.libc_ver()[0] != "glibc":
         return False
     libc = ctypes.CDLL(None)
-    # both, or neither: a fixed trim threshold alone also fixes the mmap threshold at 128 kB
+    # the mmap threshold first, and the trim threshold only once it is set: a fixed trim
+    # threshold alone also fixes the mmap threshold, at 128 kB (findings.md)
     return bool(libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)
                 and libc.mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD))

@@ -71,7 +71,7 @@ def configure_backends(device: torch.device) -> None:
     each step's tensors would otherwise come back as fresh pages)."""
     if device.type == "cpu":
         keep_freed_memory()
-    if device.type == "cuda":
+    elif device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
 
