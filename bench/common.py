@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import platform
 import statistics
+import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -94,14 +96,35 @@ def machine_line(info: dict[str, Any]) -> str:
             f"Python {info['python']}")
 
 
+def provenance() -> dict[str, Any]:
+    """The code measured and when: the checkout's commit (None outside a git checkout), whether
+    its tracked files had uncommitted changes (other than earlier results: `make bench` rewrites
+    them one benchmark after another), and today's UTC date (what `bench.pages` shows)."""
+
+    def git(*args: str) -> str | None:
+        try:
+            done = subprocess.run(["git", *args], cwd=Path(__file__).parent, capture_output=True,
+                                  text=True, check=True)
+        except (OSError, subprocess.CalledProcessError):
+            return None
+        return done.stdout.strip()
+
+    commit = git("rev-parse", "HEAD")
+    status = (git("status", "--porcelain", "--untracked-files=no", "--", ":(top)",
+                  ":(top,exclude)bench/results") if commit else None)
+    return {"commit": commit, "dirty": bool(status),
+            "date": datetime.datetime.now(datetime.UTC).date().isoformat()}
+
+
 def publish(tables: list[Table], out_dir: Path, name: str, settings: dict[str, Any]) -> Path:
-    """Print the machine's line and `tables`, and write them with `settings` and the machine to
-    `out_dir/<name>.json`: figures compare only with figures of the same capability."""
+    """Print the machine's line and `tables`, and write them with `settings`, the machine, the
+    commit and the date to `out_dir/<name>.json`: figures compare only with figures of the same
+    capability, and `python -m bench.pages` puts them on docs/benchmarks.md."""
     info = machine()
     print(machine_line(info), end="\n\n")
     for table in tables:
         print(table.render(), end="\n\n", flush=True)
-    result = {"benchmark": name, "settings": settings, "machine": info,
+    result = {"benchmark": name, **provenance(), "settings": settings, "machine": info,
               "tables": [{"name": t.name, "columns": t.columns, "rows": t.rows, "notes": t.notes}
                          for t in tables]}
     path = out_dir / f"{name}.json"
