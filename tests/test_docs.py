@@ -1,0 +1,392 @@
+"""README.md and docs/*.md against the code: every command, flag, module, make target, DVC stage
+and params key they name exists, every relative link resolves, the README's DAG names every stage
+group, and docs/benchmarks.md is what `python -m bench.pages` writes today."""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import itertools
+import json
+import re
+import shlex
+import shutil
+import tempfile
+from functools import cache
+from pathlib import Path
+
+import pytest
+import typer.main
+
+from bench import pages
+from gpt1.cli import app
+from gpt1.config import ParamsError, read_yaml
+from gpt1.presets.edit import available, load_preset, parse_assignments, update_params
+
+REPO = Path(__file__).resolve().parents[1]
+README = REPO / "README.md"
+DOCS = [README, *sorted((REPO / "docs").glob("*.md"))]
+README_MAX_LINES = 150
+
+FENCE = re.compile(r"^```[^\n]*\n(.*?)^```", re.M | re.S)
+INLINE = re.compile(r"`([^`\n]+)`")
+LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
+HEADING = re.compile(r"^#{1,6}\s+(.*?)\s*#*\s*$", re.M)
+SUBSTITUTION = re.compile(r"\$\(([^()]*)\)")
+# a dotted params key alone in backticks, perhaps with its value (`pretrain.compile: true`)
+DOTTED_KEY = re.compile(r"([a-z_][a-z0-9_]*(?:\.[a-z0-9_]+)+)(?:\s*[:=].*)?")
+# dotted names that are files, not params keys (`model.safetensors`)
+FILE_SUFFIXES = {"arrow", "bin", "bpe", "csv", "html", "json", "lock", "md", "npy", "parquet",
+                 "png", "pt", "py", "safetensors", "sh", "toml", "tsv", "txt", "yaml", "yml"}
+PYTHONS = {"python", "python3"}
+
+
+# --- what the docs say ------------------------------------------------------------------------
+
+def _without_code(text: str) -> str:
+    """`text` with fenced blocks and inline code removed: what links and headings are read from."""
+    return INLINE.sub("", FENCE.sub("", text))
+
+
+def code_spans(text: str) -> list[str]:
+    """Every inline code span, and every line of every fenced block (continuations joined,
+    comments dropped) but those marked ```text: a transcript, whose commands may fail on purpose."""
+    spans = [m.group(1) for m in INLINE.finditer(FENCE.sub("", text))]
+    for block in FENCE.finditer(text):
+        if block.group(0).startswith("```text"):
+            continue
+        for line in block.group(1).replace("\\\n", " ").splitlines():
+            spans.append(re.sub(r"(^|\s)#.*$", "", line).strip())
+    return [s for s in spans if s]
+
+
+def commands(span: str) -> list[list[str]]:
+    """The shell commands in a code span, each as its words: split at `&&`, `||`, `;`, `|` and
+    `$(...)`, with a leading `$ ` prompt and `VAR=value` assignments dropped."""
+    inner = SUBSTITUTION.findall(span)
+    pieces = re.split(r"&&|\|\||;|\|", SUBSTITUTION.sub("X", span)) + inner
+    found = []
+    for piece in pieces:
+        try:
+            words = shlex.split(piece)
+        except ValueError:  # an apostrophe in prose code, e.g. `the paper's`
+            words = piece.split()
+        while words and (words[0] == "$" or re.fullmatch(r"[A-Z_][A-Z0-9_]*=.*", words[0])):
+            words = words[1:]
+        if words:
+            found.append(words)
+    return found
+
+
+def _placeholder(word: str) -> bool:
+    return "<" in word or word in ("...", "…")
+
+
+# --- what exists ------------------------------------------------------------------------------
+
+@cache
+def cli_commands() -> dict[str, set[str]]:
+    """`gpt1` subcommand -> its option names (and --help)."""
+    group = typer.main.get_command(app)
+    return {name: {"--help", *(o for p in cmd.params for o in (*p.opts, *p.secondary_opts)
+                               if o.startswith("-"))}
+            for name, cmd in group.commands.items()}
+
+
+@cache
+def make_targets() -> set[str]:
+    text = (REPO / "Makefile").read_text(encoding="utf-8")
+    return set(re.findall(r"^([A-Za-z][\w-]*)\s*:(?!=)", text, re.M))
+
+
+@cache
+def params() -> dict:
+    return read_yaml((REPO / "params.yaml").read_text(encoding="utf-8"))
+
+
+def _overlaid(base: dict, overlay: dict) -> dict:
+    """`overlay` onto a copy of `base` as `gpt1 preset` does: mappings merged, the rest replaced."""
+    out = copy.deepcopy(base)
+    for key, value in overlay.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _overlaid(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _lookup(tree: dict, dotted: str) -> object:
+    node: object = tree
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            raise KeyError(dotted)
+        node = node[part]
+    return node
+
+
+def _items(value: object) -> list[str]:
+    return [str(v) for v in (value.keys() if isinstance(value, dict) else value)]
+
+
+@cache
+def dvc_stages() -> dict[str, set[str] | None]:
+    """Stage group -> the names after `@` its foreach/matrix expands to, under params.yaml or any
+    preset overlaid on it (None for a plain stage)."""
+    dvc = read_yaml((REPO / "dvc.yaml").read_text(encoding="utf-8"))["stages"]
+    variants = [params(), *(_overlaid(params(), load_preset(name)) for name in available())]
+
+    def resolve(ref: str, tree: dict) -> list[str]:
+        return _items(_lookup(tree, re.fullmatch(r"\$\{(.+)\}", ref).group(1)))
+
+    groups: dict[str, set[str] | None] = {}
+    for name, stage in dvc.items():
+        if "foreach" in stage:
+            groups[name] = {key for tree in variants for key in resolve(stage["foreach"], tree)}
+        elif "matrix" in stage:
+            groups[name] = set()
+            for tree in variants:
+                axes = [resolve(ref, tree) for ref in stage["matrix"].values()]
+                groups[name] |= {"-".join(combo) for combo in itertools.product(*axes)}
+        else:
+            groups[name] = None
+    return groups
+
+
+def github_slug(heading: str) -> str:
+    """The anchor GitHub gives a heading: lower case, punctuation dropped, spaces as hyphens."""
+    text = re.sub(r"[^\w\- ]", "", heading.replace("`", "").strip().lower())
+    return text.replace(" ", "-")
+
+
+def anchors(text: str) -> set[str]:
+    """The anchors of a markdown page's headings."""
+    return {github_slug(h) for h in HEADING.findall(_without_code(text))}
+
+
+# --- the checks: each returns what is wrong, as lines naming the doc ---------------------------
+
+def check_commands(name: str, text: str) -> list[str]:
+    """`gpt1` subcommands, flags, presets and `set` assignments; `python -m` and `torchrun -m`
+    modules; `make` targets; `dvc repro` stages."""
+    problems = []
+    for span in code_spans(text):
+        for words in commands(span):
+            tool, args = Path(words[0]).name, words[1:]
+            if tool == "gpt1" and args and not args[0].startswith("-"):
+                problems += _check_gpt1(name, args[0], args[1:])
+            elif tool in PYTHONS | {"torchrun"} and "-m" in args:
+                module = args[args.index("-m") + 1] if args.index("-m") + 1 < len(args) else ""
+                if module and not _placeholder(module) and not _importable(module):
+                    problems.append(f"{name}: `{span}`: no module {module!r}")
+            elif tool == "make" and args and not args[0].startswith("-"):
+                if args[0] not in make_targets():
+                    problems.append(f"{name}: `{span}`: no make target {args[0]!r}")
+            elif tool == "dvc" and args[:1] == ["repro"]:
+                for target in (a for a in args[1:] if not a.startswith("-")):
+                    problems += _check_stage(name, span, target)
+    return problems
+
+
+def _importable(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # its parent package does not exist
+        return False
+
+
+def _check_gpt1(name: str, sub: str, args: list[str]) -> list[str]:
+    where = f"{name}: `gpt1 {sub} {' '.join(args)}`".rstrip() + ":"
+    if sub not in cli_commands():
+        return [f"{where} no subcommand {sub!r} (there are {sorted(cli_commands())})"]
+    problems = [f"{where} no option {flag!r}" for flag in
+                (a.split("=")[0] for a in args if a.startswith("--"))
+                if flag not in cli_commands()[sub]]
+    values = [a for a in args if not a.startswith("-") and not _placeholder(a)]
+    if sub == "preset" and values and values[0] not in available():
+        problems.append(f"{where} no preset {values[0]!r} (there are {available()})")
+    if sub == "set" and values:
+        problems += [f"{where} {err}" for err in _set_errors(values)]
+    return problems
+
+
+def _set_errors(assignments: list[str]) -> list[str]:
+    """What `gpt1 set` says about `assignments` on a copy of params.yaml (nothing if it works)."""
+    with tempfile.TemporaryDirectory(prefix="gpt1-docs-") as scratch:
+        copy_ = Path(scratch) / "params.yaml"
+        shutil.copyfile(REPO / "params.yaml", copy_)
+        try:
+            update_params(copy_, parse_assignments(assignments))
+        except ParamsError as err:
+            return [str(err)]
+    return []
+
+
+def _check_stage(name: str, span: str, target: str) -> list[str]:
+    group, at, key = target.partition("@")
+    stages = dvc_stages()
+    if _placeholder(group):
+        return []
+    if group not in stages:
+        return [f"{name}: `{span}`: no stage {group!r} in dvc.yaml"]
+    expands = stages[group]
+    if at and (expands is None or (key not in expands and not _placeholder(key))):
+        return [f"{name}: `{span}`: {target!r} is not a stage of dvc.yaml under params.yaml or "
+                f"a preset (the {group} group has {sorted(expands or [])})"]
+    return []
+
+
+def check_params_keys(name: str, text: str) -> list[str]:
+    """Every dotted key in backticks whose first part is a section of params.yaml exists."""
+    problems = []
+    for span in (m.group(1) for m in INLINE.finditer(FENCE.sub("", text))):
+        match = DOTTED_KEY.fullmatch(span.strip())
+        if not match:
+            continue
+        key = match.group(1)
+        if key.split(".")[0] not in params() or key.rsplit(".", 1)[1] in FILE_SUFFIXES:
+            continue
+        try:
+            _lookup(params(), key)
+        except KeyError:
+            problems.append(f"{name}: `{span}`: no params key {key!r} in params.yaml")
+    return problems
+
+
+def check_links(path: Path, text: str) -> list[str]:
+    """Every relative link and image resolves to a file, and an anchor to a heading there."""
+    problems = []
+    for target in LINK.findall(_without_code(text)):
+        if re.match(r"[a-z]+:", target):
+            continue
+        file, _, anchor = target.partition("#")
+        if not file:  # a heading of this page
+            if anchor not in anchors(text):
+                problems.append(f"{path.name}: link {target!r}: no heading #{anchor} here")
+            continue
+        dest = (path.parent / file).resolve()
+        if not dest.exists():
+            problems.append(f"{path.name}: link {target!r}: {file} not found")
+        elif anchor and dest.suffix == ".md" and anchor not in anchors(dest.read_text("utf-8")):
+            problems.append(f"{path.name}: link {target!r}: no heading #{anchor} in {dest.name}")
+    return problems
+
+
+def check_dag(name: str, text: str) -> list[str]:
+    """The DAG diagram (the fenced block drawn with ─►) names every stage group of dvc.yaml."""
+    diagrams = [b for b in FENCE.findall(text) if "─►" in b]
+    if not diagrams:
+        return [f"{name}: no DAG diagram (a fenced block drawn with ─►)"]
+    return [f"{name}: the DAG diagram lacks stage group {group!r}"
+            for diagram in diagrams for group in dvc_stages()
+            if not re.search(rf"(?<![\w@-]){re.escape(group)}(?![\w])", diagram)]
+
+
+# --- the tests ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda p: p.relative_to(REPO).as_posix())
+def test_documented_commands_exist(doc: Path) -> None:
+    assert check_commands(doc.name, doc.read_text(encoding="utf-8")) == []
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda p: p.relative_to(REPO).as_posix())
+def test_documented_params_keys_exist(doc: Path) -> None:
+    assert check_params_keys(doc.name, doc.read_text(encoding="utf-8")) == []
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda p: p.relative_to(REPO).as_posix())
+def test_relative_links_resolve(doc: Path) -> None:
+    assert check_links(doc, doc.read_text(encoding="utf-8")) == []
+
+
+def test_readme_dag_names_every_stage_group() -> None:
+    assert check_dag("README.md", README.read_text(encoding="utf-8")) == []
+    for doc in DOCS[1:]:  # any other page that draws it draws all of it
+        text = doc.read_text(encoding="utf-8")
+        if "─►" in text:
+            assert check_dag(doc.name, text) == []
+
+
+def test_readme_is_a_landing_page() -> None:
+    lines = README.read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= README_MAX_LINES, f"README.md has {len(lines)} lines"
+    for doc in DOCS[1:]:
+        assert f"(docs/{doc.name})" in README.read_text(encoding="utf-8"), \
+            f"the README's docs index does not link docs/{doc.name}"
+
+
+def test_benchmarks_page_is_what_the_results_give() -> None:
+    page = REPO / "docs" / "benchmarks.md"
+    assert page.read_text(encoding="utf-8") == pages.render(), \
+        "docs/benchmarks.md is stale: run python -m bench.pages"
+
+
+def test_benchmarks_page_shows_each_result_with_machine_commit_and_date(tmp_path: Path) -> None:
+    result = {"benchmark": "loader", "commit": "0123456789abcdef", "dirty": True,
+              "date": "2030-01-02", "settings": {"repeats": 5, "out": "/x", "sizes": {"n": 2}},
+              "machine": {"python": "3.11", "torch": "2", "cpu": "x86_64",
+                          "cpu_capability": "AVX2", "threads": 2},
+              "tables": [{"name": "t", "columns": ["a", "ratio"],
+                          "rows": [{"a": "x|y", "ratio": 8017.25}, {"a": "z", "ratio": 1.234}],
+                          "notes": ["a note"]}]}
+    (tmp_path / "loader.json").write_text(json.dumps(result))
+    page = pages.render(tmp_path)
+    assert "`0123456` with uncommitted changes" in page and "2030-01-02" in page
+    assert "machine: CPU x86_64 with AVX2 kernels, 2 torch threads" in page
+    assert "settings: repeats 5, sizes.n 2" in page  # `out` is where it wrote, not a setting
+    assert "| a | ratio |\n|---|---:|\n| x\\|y | 8,017 |\n| z | 1.23 |" in page
+    assert "- a note" in page
+
+
+BOGUS = """
+Run `gpt1 frobnicate`, `gpt1 generate --prompt x --colour red`, `gpt1 preset huge`,
+`python -m gpt1.nowhere`, `make everything`, `dvc repro polish`, `dvc repro finetune@nosuch`,
+`dvc repro ablation@full-nosuch` and set `pretrain.max_step` and `model.safetensors`.
+
+```bash
+gpt1 set pretrain.nosuch=1 && torchrun --nproc_per_node=2 -m tasks.nosuch
+```
+
+See [nowhere](nowhere.md), [a section](pipeline.md#no-such-section) and [here](#nor-this).
+
+```
+ingest ─► clean ─► report
+```
+"""
+
+
+def test_the_checks_catch_what_does_not_exist() -> None:
+    """Each check finds its kind of bogus reference (and only those: `model.safetensors` is a
+    file, not a params key)."""
+    found = "\n".join(check_commands("bogus.md", BOGUS))
+    for wrong in ("no subcommand 'frobnicate'", "no option '--colour'", "no preset 'huge'",
+                  "no module 'gpt1.nowhere'", "no make target 'everything'",
+                  "no stage 'polish'", "'finetune@nosuch' is not a stage",
+                  "'ablation@full-nosuch' is not a stage", "pretrain.nosuch does not exist",
+                  "no module 'tasks.nosuch'"):
+        assert wrong in found, wrong
+    assert len(found.splitlines()) == 10, found
+    assert check_params_keys("bogus.md", BOGUS) == [
+        "bogus.md: `pretrain.max_step`: no params key 'pretrain.max_step' in params.yaml"]
+    links = "\n".join(check_links(REPO / "docs" / "bogus.md", BOGUS))
+    assert "nowhere.md not found" in links and "no heading #no-such-section" in links
+    assert "no heading #nor-this" in links
+    missing = check_dag("bogus.md", BOGUS)
+    assert "bogus.md: the DAG diagram lacks stage group 'pretrain'" in missing
+    assert not any("'ingest'" in m or "'report'" in m for m in missing)
+
+
+def test_the_checks_accept_what_exists() -> None:
+    good = """
+`gpt1 generate --model m --prompt p --top-k 5`, `gpt1 preset tiny`, `gpt1 set <key>=<value>`,
+`python -m flows.finetune sst2 --force`, `make test`, `dvc repro -s -f finetune@sst2`,
+`dvc repro ablation@no_pretrain-sst2`, `pretrain.compile: true`, `tasks.sst2.overrides`.
+
+```bash
+PREFECT_API_URL=http://x gpt1 set ingest.root=../shared/data 'finetune.seeds=[1, 2]'  # a comment
+X=$(python -m flows.team db url --dir d) torchrun --nnodes=2 -m tasks.pretrain
+```
+[pipeline](pipeline.md#presets)
+"""
+    assert check_commands("good.md", good) == []
+    assert check_params_keys("good.md", good) == []
+    assert check_links(REPO / "docs" / "good.md", good) == []
