@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import platform
 import statistics
 import subprocess
 from collections.abc import Callable, Sequence
@@ -13,9 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from gpt1.atomic import atomic_file
+from gpt1.machine import machine, machine_line  # bench.pages reads the line from here too
 
 RESULTS = Path(__file__).parent / "results"
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
@@ -76,24 +74,6 @@ def _fmt(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:,.3g}" if abs(value) < 100 else f"{value:,.0f}"
     return str(value)
-
-
-def machine() -> dict[str, Any]:
-    """What the figures were measured on."""
-    info: dict[str, Any] = {"python": platform.python_version(), "torch": torch.__version__,
-                            "cpu": platform.processor() or platform.machine(),
-                            "cpu_capability": torch.backends.cpu.get_cpu_capability(),
-                            "threads": torch.get_num_threads()}
-    if torch.cuda.is_available():
-        info["gpu"] = torch.cuda.get_device_name()
-    return info
-
-
-def machine_line(info: dict[str, Any]) -> str:
-    gpu = f", GPU {info['gpu']}" if "gpu" in info else ""
-    return (f"machine: CPU {info['cpu']} with {info['cpu_capability']} kernels, "
-            f"{info['threads']} torch threads{gpu}; torch {info['torch']}, "
-            f"Python {info['python']}")
 
 
 def provenance() -> dict[str, Any]:

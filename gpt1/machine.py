@@ -1,0 +1,28 @@
+"""What a run or a measurement ran on: the CPU and torch's kernel capability on it, the threads,
+the GPU; figures compare only with figures of the same capability."""
+
+from __future__ import annotations
+
+import platform
+from typing import Any
+
+import torch
+
+
+def machine() -> dict[str, Any]:
+    """This machine as the benchmarks and the report describe it."""
+    info: dict[str, Any] = {"python": platform.python_version(), "torch": torch.__version__,
+                            "cpu": platform.processor() or platform.machine(),
+                            "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+                            "threads": torch.get_num_threads()}
+    if torch.cuda.is_available():
+        info["gpu"] = torch.cuda.get_device_name()
+    return info
+
+
+def machine_line(info: dict[str, Any]) -> str:
+    """`info` (from `machine`) in one line."""
+    gpu = f", GPU {info['gpu']}" if "gpu" in info else ""
+    return (f"machine: CPU {info['cpu']} with {info['cpu_capability']} kernels, "
+            f"{info['threads']} torch threads{gpu}; torch {info['torch']}, "
+            f"Python {info['python']}")
