@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import argparse
+import datetime
 import errno
 import json
 import logging
 import os
+import subprocess
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-from gpt1.atomic import atomic_dir
+from gpt1.atomic import atomic_dir, write_text
 from gpt1.config import Params, ParamsError, load_params, read_yaml
+from tasks.paths import STAGE_RECORDS
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +89,45 @@ def check_params_unchanged(params_path: Path, before: dict[str, object]) -> None
                           "rather than let dvc.lock record the new ones: run it again")
 
 
+def record_path(address: str) -> Path:
+    """Where the record of the stage at `address` lies: `metrics/stages/<stage>.json`, or
+    `metrics/stages/<stage>/<key>.json` for one of a foreach or matrix stage (`finetune@sst2`),
+    so that the report can depend on each group's folder (dvc.yaml declares the same paths)."""
+    name, _, key = address.partition("@")
+    return STAGE_RECORDS / (f"{name}/{key}.json" if key else f"{name}.json")
+
+
+def _git(root: Path, *args: str) -> str | None:
+    try:
+        done = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True,
+                              check=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip()
+
+
+def checkout_commit(root: Path) -> dict[str, object]:
+    """The commit checked out at `root` (None outside a git checkout), and whether tracked files
+    other than params.yaml, dvc.lock and the stage records (which a run edits as a matter of
+    course) differ."""
+    commit = _git(root, "rev-parse", "HEAD")
+    changed = _git(root, "status", "--porcelain", "--untracked-files=no", "--", ".",
+                   ":(exclude)params.yaml", ":(exclude)dvc.lock",
+                   f":(exclude){STAGE_RECORDS.as_posix()}") if commit else None
+    return {"commit": commit, "uncommitted_changes": bool(changed)}
+
+
+def write_stage_record(address: str, seconds: float, root: Path) -> Path:
+    """Record, atomically, that the stage at `address` succeeded: its wall time, when it
+    finished (UTC) and the commit it ran at. The report reads these for every stage."""
+    record = {"stage": address, "seconds": round(seconds, 1),
+              "finished": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+              **checkout_commit(root)}
+    path = root / record_path(address)
+    write_text(path, json.dumps(record, indent=2) + "\n")
+    return path
+
+
 def main(name: str, run: Callable[..., None], argv: list[str] | None = None,
          extra: Callable[[argparse.ArgumentParser], None] | None = None) -> None:
     """Run stage `name`: `run(params, **extra_args)`; expected failures exit 2 with one message."""
@@ -111,6 +153,8 @@ def main(name: str, run: Callable[..., None], argv: list[str] | None = None,
         read_at_start = read_values(params_path, keys)
         run(params, **args)
         check_params_unchanged(params_path, read_at_start)
+        if address and dvc_root:  # the record is one of the stage's DVC outputs
+            write_stage_record(address, time.perf_counter() - started, Path(dvc_root))
     except EXPECTED_FAILURES as err:
         log.error("stage %s failed: %s", name, describe(err))
         sys.exit(2)

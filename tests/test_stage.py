@@ -3,9 +3,13 @@ that change under a running stage fail it rather than reach dvc.lock."""
 
 from __future__ import annotations
 
+import datetime
 import errno
+import json
 import logging
 import shutil
+import subprocess
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -13,7 +17,13 @@ import pytest
 
 from gpt1.config import Params
 from gpt1.presets.edit import nest, update_params
-from tasks.stage import declared_params, main
+from tasks.stage import (
+    checkout_commit,
+    declared_params,
+    main,
+    record_path,
+    write_stage_record,
+)
 from tests.conftest import REPO
 
 
@@ -88,3 +98,60 @@ def test_a_bug_keeps_its_traceback(stage_dir: Path) -> None:
 
     with pytest.raises(KeyError):
         main("pretrain", bug, argv=[])
+
+
+def test_record_paths_group_foreach_and_matrix_stages() -> None:
+    assert record_path("ingest") == Path("metrics/stages/ingest.json")
+    assert record_path("finetune@sst2") == Path("metrics/stages/finetune/sst2.json")
+    assert record_path("ablation@no_pretrain-sst2") == Path(
+        "metrics/stages/ablation/no_pretrain-sst2.json")
+
+
+def test_a_stage_that_succeeds_records_its_time(stage_dir: Path,
+                                                caplog: pytest.LogCaptureFixture) -> None:
+    before = datetime.datetime.now(datetime.UTC).replace(microsecond=0)
+
+    def slow(params: Params) -> None:
+        time.sleep(0.3)
+
+    assert _run_stage(slow, caplog) == 0
+    record = json.loads((stage_dir / "metrics/stages/pretrain.json").read_text())
+    assert set(record) == {"stage", "seconds", "finished", "commit", "uncommitted_changes"}
+    assert record["stage"] == "pretrain" and 0.3 <= record["seconds"] < 30
+    finished = datetime.datetime.fromisoformat(record["finished"])
+    assert before <= finished <= datetime.datetime.now(datetime.UTC)
+    assert record["commit"] is None  # not a git checkout
+    assert not list(stage_dir.glob("metrics/stages/.*"))  # written in place, nothing left over
+
+
+def test_a_failed_stage_records_nothing(stage_dir: Path, caplog: pytest.LogCaptureFixture,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DVC_STAGE", "finetune@sst2")
+
+    def fail(params: Params) -> None:
+        raise ValueError("bad input")
+
+    assert _run_stage(fail, caplog) == 2
+    assert not (stage_dir / "metrics").exists()
+
+
+def test_run_outside_dvc_records_nothing(stage_dir: Path, caplog: pytest.LogCaptureFixture,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("DVC_STAGE")
+    assert _run_stage(lambda params: None, caplog) == 0
+    assert not (stage_dir / "metrics").exists()
+
+
+def test_the_record_names_the_commit_and_code_changes(stage_dir: Path) -> None:
+    git = ["git", "-c", "user.email=test@gpt1.local", "-c", "user.name=gpt1 tests"]
+    (stage_dir / "code.py").write_text("x = 1\n")
+    for cmd in (["git", "init", "-q"], [*git, "add", "-A"], [*git, "commit", "-qm", "c"]):
+        subprocess.run(cmd, cwd=stage_dir, check=True)
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=stage_dir, capture_output=True,
+                          text=True, check=True).stdout.strip()
+    (stage_dir / "params.yaml").write_text((stage_dir / "params.yaml").read_text() + "\n")
+    record = json.loads(write_stage_record("finetune@sst2", 1.25, stage_dir).read_text())
+    assert record["commit"] == head and record["seconds"] == 1.2  # rounded to 0.1 s
+    assert record["uncommitted_changes"] is False  # params.yaml is a run's to change
+    (stage_dir / "code.py").write_text("x = 2\n")
+    assert checkout_commit(stage_dir) == {"commit": head, "uncommitted_changes": True}
