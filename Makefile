@@ -13,10 +13,13 @@ install:
 install-dev:
 	scripts/install.sh dev
 
-# Install, then run the whole DAG on the bundled sample (or whatever params.yaml says).
+# Install, then run the whole DAG on the bundled sample (or whatever params.yaml says); end on
+# the report's headline table and where the report is.
 pipeline: install
 	$(BIN)/dvc repro
-	@echo "report: $(CURDIR)/reports/summary.md"
+	@echo
+	@cat reports/headline.txt
+	@echo "report: $(CURDIR)/reports/index.html (markdown: $(CURDIR)/reports/summary.md)"
 
 # Serve the Prefect deployments full-pipeline/default and finetune/default (see README).
 serve: install

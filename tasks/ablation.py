@@ -1,6 +1,7 @@
 """Stage `ablation@<variant>-<task>` (paper Table 5): one variant of the model fine-tuned on one
 task at each of its train sizes (`analysis.ablation.tasks`), once per seed; every variant with
-the same seeds, data and budget.
+the same seeds, data and budget. The metrics file holds each train size's figures under
+`train_<N>` (`train_all`: every row), in the order `sizes` lists them.
 
 - full: the pretrained Transformer, with the auxiliary LM loss at `finetune.train.lm_coef`;
 - no_pretrain: the same architecture from a fresh initialisation seeded by the run's seed;
@@ -28,6 +29,11 @@ from tasks.stage import main, not_run_reason
 log = logging.getLogger("tasks.ablation")  # run as __main__: named by its module path
 
 
+def size_key(size: int | None) -> str:
+    """A train size's key in the metrics file: `train_1000`, or `train_all` for every row."""
+    return f"train_{'all' if size is None else size}"
+
+
 def variant_trunk(variant: str, seed: int) -> Trunk:
     """The trunk `variant` fine-tunes with seed `seed`."""
     if variant == "lstm":
@@ -51,14 +57,16 @@ def run(params: Params, variant: str, task: str) -> None:
         write_text(out, json.dumps({**head, "run": False, "reason": loaded}, indent=2) + "\n")
         log.info("%s on %s not run: %s", variant, task, loaded)
         return
-    sizes = []
+    sizes = {}
     for size in params.analysis.ablation.tasks[task]:
         result = fine_tune_cell(params, loaded.at_size(size), partial(variant_trunk, variant),
                                 lm_coef=0.0 if variant == "no_aux" else None)
-        sizes.append({"max_train_examples": size, **result})
-        log.info("%s on %s, %s train examples (median over seeds %s): %s", variant, task,
-                 result["train_examples"], params.analysis.seeds, result["dev"])
-    write_text(out, json.dumps({**head, "run": True, "sizes": sizes}, indent=2) + "\n")
+        sizes[size_key(size)] = {"max_train_examples": size, **result}
+        metric = loaded.spec.metrics[0]
+        log.info("%s on %s, %s train examples: %s %s (median over seeds %s)", variant, task,
+                 result["train_examples"], metric, result[metric], params.analysis.seeds)
+    write_text(out, json.dumps({**head, "run": True, "sizes": list(sizes), **sizes}, indent=2)
+               + "\n")
 
 
 def _cell_args(parser: argparse.ArgumentParser) -> None:

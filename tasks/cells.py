@@ -14,7 +14,7 @@ from gpt1.config import Params, TaskParams
 from gpt1.corpus.bpe import GPT1Tokenizer
 from gpt1.model.registry import load_config
 from gpt1.model.trunk import Trunk
-from tasks.finetune import Split, load_splits, run_seed, summarise
+from tasks.finetune import Split, load_splits, run_seed, summary
 from tasks.paths import PRETRAIN_DIR, RAW_TASKS
 
 log = logging.getLogger("tasks.cells")
@@ -54,14 +54,15 @@ def fine_tune_cell(params: Params, cell: Cell, trunk_for_seed: Callable[[int], T
                    lm_coef: float | None = None) -> dict[str, Any]:
     """Fine-tune `trunk_for_seed(seed)` on `cell` once per seed of `analysis.seeds` with
     `finetune.train` and the task's overrides (`lm_coef`, where given, for λ): the dev figures'
-    median, min and max over seeds, and each run's curves."""
+    median, min and max over seeds and each seed's (`tasks.finetune.summary`), and each run's
+    curves."""
     runs = []
     for seed in params.analysis.seeds:
         cfg = params.finetune.for_task(cell.spec, seed)
         if lm_coef is not None:
             cfg = cfg.model_copy(update={"lm_coef": lm_coef})
         runs.append(run_seed(cell.spec, cfg, trunk_for_seed(seed), cell.data, cell.pad_id))
-    return {"metrics": cell.spec.metrics, "seeds": params.analysis.seeds,
-            "lm_coef": cfg.lm_coef, "train_examples": len(cell.data["train"].examples),
+    return {**summary(cell.spec, runs), "train_examples": len(cell.data["train"].examples),
             "eval_examples": {s: len(cell.data[s].examples) for s in cell.spec.eval_splits},
-            "dev": summarise(cell.spec, runs), "runs": [r.summary for r in runs]}
+            "lm_coef": cfg.lm_coef, "metrics": cell.spec.metrics, "seeds": params.analysis.seeds,
+            "runs": [r.summary for r in runs]}

@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import statistics
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,7 @@ from gpt1.model.heads import TaskModel
 from gpt1.model.registry import load_config, load_model, save_safetensors
 from gpt1.model.trunk import Trunk
 from gpt1.training.device import placement
-from gpt1.training.finetune import finetune, predict
+from gpt1.training.finetune import finetune, majority_class, predict, summarise
 from tasks.paths import FINETUNE_DIR, FINETUNE_METRICS, PRETRAIN_DIR, RAW_TASKS
 from tasks.stage import main, write_not_run
 
@@ -101,13 +100,21 @@ def run_seed(task: TaskParams, cfg: FinetuneTrainParams, trunk: Trunk, data: dic
     return SeedRun(seed, model, epochs, summary)
 
 
-def summarise(task: TaskParams, runs: list[SeedRun]) -> dict[str, dict[str, dict[str, float]]]:
-    """Median, min and max over seeds of every metric on every dev split."""
-    return {split: {metric: {"median": round(statistics.median(values), 2),
-                             "min": round(min(values), 2), "max": round(max(values), 2)}
-                    for metric in task.metrics
-                    for values in [[r.dev()[split][metric] for r in runs]]}
+def majority_scores(task: TaskParams, data: dict[str, Split]) -> dict[str, dict[str, float]] | None:
+    """Each eval split scored as if every example were the train split's most frequent label (or
+    answer): the floor a fine-tuned model must clear. None for a regression task."""
+    if task.regression:
+        return None
+    label = majority_class(data["train"].targets)
+    return {split: score(task.metrics, data[split].targets,
+                         np.full(len(data[split].targets), label))
             for split in task.eval_splits}
+
+
+def summary(task: TaskParams, runs: list[SeedRun],
+            majority: dict[str, dict[str, float]] | None = None) -> dict[str, Any]:
+    """The runs' dev figures as the metrics file holds them (`gpt1.training.finetune.summarise`)."""
+    return summarise(task.metrics, task.eval_splits, {r.seed: r.dev() for r in runs}, majority)
 
 
 def median_run(task: TaskParams, runs: list[SeedRun]) -> SeedRun:
@@ -174,16 +181,17 @@ def run(params: Params, task: str) -> None:
     metrics = {
         "task": task,
         "run": True,
-        "metrics": spec.metrics,
-        "seeds": params.finetune.seeds,
-        "kept_seed": kept.seed,
+        **summary(spec, runs, majority_scores(spec, data)),
         "train_examples": len(data["train"].examples),
         "eval_examples": {s: len(data[s].examples) for s in spec.eval_splits},
-        "dev": summarise(spec, runs),
+        "kept_seed": kept.seed,
+        "metrics": spec.metrics,
+        "seeds": params.finetune.seeds,
         "runs": [r.summary for r in runs],
     }
     write_text(FINETUNE_METRICS / f"{task}.json", json.dumps(metrics, indent=2) + "\n")
-    log.info("%s dev (median over %d seeds): %s", spec.title, len(runs), metrics["dev"])
+    log.info("%s %s (median over %d seeds): %s", spec.title, spec.eval_splits[0], len(runs),
+             ", ".join(f"{m} {metrics[m]}" for m in spec.metrics))
 
 
 def _task_arg(parser: argparse.ArgumentParser) -> None:

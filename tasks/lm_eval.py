@@ -1,5 +1,6 @@
 """Stage `lm_eval`: the pretrained model's loss on text kept out of pretraining, per token and per
-word, beside its validation loss and the unigram baseline."""
+word, beside its validation loss and the unigram baseline; and a short text it writes from
+`lm_eval.sample`'s prompt (seeded), for the report."""
 
 from __future__ import annotations
 
@@ -10,16 +11,25 @@ from typing import Any
 
 import numpy as np
 
-from gpt1.atomic import write_text
+from gpt1.atomic import atomic_dir, write_text
 from gpt1.config import Params
 from gpt1.corpus.books import corpus_files, read_book, split_documents
 from gpt1.corpus.bpe import GPT1Tokenizer
 from gpt1.corpus.shards import cross_entropy, read_verified_split, unigram_log_probs
 from gpt1.corpus.text import TextCleaner
+from gpt1.model.generate import sample
 from gpt1.model.registry import load_model
+from gpt1.model.trunk import Trunk
 from gpt1.training.device import placement
 from gpt1.training.heldout import TextLoss, text_loss
-from tasks.paths import LM_EVAL_METRICS, PRETRAIN_DIR, PRETRAIN_METRICS, SHARDS_DIR
+from tasks.paths import (
+    GENERATED,
+    LM_EVAL_DIR,
+    LM_EVAL_METRICS,
+    PRETRAIN_DIR,
+    PRETRAIN_METRICS,
+    SHARDS_DIR,
+)
 from tasks.stage import main
 
 log = logging.getLogger("tasks.lm_eval")  # run as __main__: named by its module path
@@ -50,16 +60,34 @@ def _figures(loss: TextLoss, unigram: float | None) -> dict[str, Any]:
             "unigram_loss": None if unigram is None else round(unigram, 4)}
 
 
+def write_sample(params: Params, model: Trunk, tokenizer: GPT1Tokenizer) -> None:
+    """`lm_eval.sample`'s prompt, cleaned as the corpus is, continued by the model (seeded) and
+    written with the settings that made it to `artifacts/lm_eval/generated.json`."""
+    cfg = params.lm_eval.sample
+    prompt_ids = tokenizer.encode(TextCleaner()(cfg.prompt))
+    try:
+        new_ids = sample(model, prompt_ids, cfg.tokens, cfg.temperature, cfg.top_k, cfg.seed)
+    except ValueError as err:
+        raise ValueError(f"lm_eval.sample.prompt: {err}") from None
+    record = {"model": PRETRAIN_DIR.as_posix(), **cfg.model_dump(),
+              "prompt_as_read": tokenizer.decode(prompt_ids),
+              "continuation": tokenizer.decode(new_ids)}
+    with atomic_dir(LM_EVAL_DIR) as tmp:
+        (tmp / GENERATED.name).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    log.info("the model writes: %s|%s", record["prompt_as_read"], record["continuation"])
+
+
 def run(params: Params) -> None:
+    tokenizer = GPT1Tokenizer.load(PRETRAIN_DIR / "tokenizer.json")
+    place = placement(params.pretrain.device, params.pretrain.precision)
+    model = load_model(PRETRAIN_DIR).to(place.device)
+    write_sample(params, model, tokenizer)
     if not params.lm_eval.files:
         reason = "no held-out text named (lm_eval.files)"
         write_text(LM_EVAL_METRICS, json.dumps({"run": False, "reason": reason}, indent=2) + "\n")
         log.info("nothing scored: %s", reason)
         return
     files = heldout_files(params)
-    tokenizer = GPT1Tokenizer.load(PRETRAIN_DIR / "tokenizer.json")
-    place = placement(params.pretrain.device, params.pretrain.precision)
-    model = load_model(PRETRAIN_DIR).to(place.device)
     # the unigram baseline is the frequencies of the text the model was pretrained on, which
     # only a model pretrained here has in the shards
     unigram = None

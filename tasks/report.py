@@ -1,133 +1,72 @@
-"""Stage `report`: `reports/summary.md` and its PNGs from every task's metrics and the paper's
-evidence (§5): the ablations (Table 5), layers transferred and zero-shot curves (Figure 2)."""
+"""Stage `report`: the run report from every stage's metrics file, the stage records, the
+pretraining curves and the text the model wrote: `reports/index.html` (one self-contained page),
+`reports/summary.md` (the same as markdown), `reports/headline.txt` (what `make pipeline` prints)
+and the PNGs in `reports/plots/`."""
 
 from __future__ import annotations
 
-import json
+import datetime
 import logging
+import os
 from pathlib import Path
 
 from gpt1.atomic import atomic_dir, write_text
 from gpt1.config import Params
-from gpt1.reporting.analysis import (
-    Analysis,
-    analysis_sections,
-    transfer_curves,
-    zero_shot_curves,
-)
-from gpt1.reporting.plots import plot_task_curves, plot_transfer, plot_zero_shot
-from gpt1.reporting.report import Result, render_summary
-from tasks.paths import (
-    ABLATION_METRICS,
-    FINETUNE_METRICS,
-    LM_EVAL_METRICS,
-    PRETRAIN_METRICS,
-    REPORT,
-    REPORT_PLOTS,
-    TRANSFER_METRICS,
-    ZERO_SHOT_METRICS,
-)
-from tasks.stage import main
+from gpt1.machine import machine, machine_line
+from gpt1.reporting.facts import infer_preset, is_sample, pipeline_stages, stage_times
+from gpt1.reporting.files import RunFiles, read_run
+from gpt1.reporting.page import render_html, render_markdown, sections, write_plots
+from gpt1.reporting.report import Run, RunFacts, headline_text
+from gpt1.training.device import resolve_device, resolve_dtype
+from tasks.paths import REPORT, REPORT_HEADLINE, REPORT_HTML, REPORT_PLOTS, RUN_FILES
+from tasks.stage import checkout_commit, main
 
 log = logging.getLogger("tasks.report")  # run as __main__: named by its module path
 
 
-def _read(path: Path, stage: str) -> Result:
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: not found (run {stage} first)")
-    return json.loads(path.read_text())
+def precision(params: Params) -> str:
+    """Where and in what pretraining and fine-tuning compute on this machine."""
+
+    def resolved(device: str, precision: str) -> str:
+        where = resolve_device(device)
+        dtype = str(resolve_dtype(precision, where)).removeprefix("torch.")
+        return f"{where.type}, {'bf16 autocast' if dtype == 'bfloat16' else 'fp32'}"
+
+    pretrain = params.pretrain
+    train = params.finetune.train
+    return (f"pretraining {resolved(pretrain.device, pretrain.precision)} "
+            f"(pretrain.precision {pretrain.precision}); fine-tuning "
+            f"{resolved(train.device, train.precision)} (finetune.train.precision "
+            f"{train.precision})")
 
 
-def _link(name: str) -> str:
-    """Where plot `name` (in the plots folder) lies, relative to the report."""
-    return f"{REPORT_PLOTS.relative_to(REPORT.parent).as_posix()}/{name}.png"
-
-
-def write_plots(params: Params, results: dict[str, Result], out: Path) -> dict[str, str]:
-    """A PNG of each task that ran; returns task -> path relative to the report."""
-    links = {}
-    for name, result in results.items():
-        if not result["run"]:
-            continue
-        task = params.tasks[name]
-        metric, split = task.metrics[0], task.eval_splits[0]
-        dev = {run["seed"]: [(e["epoch"], e["dev"][split][metric]) for e in run["epochs"]]
-               for run in result["runs"]}
-        loss = {run["seed"]: [(e["epoch"], e["train_loss"]) for e in run["epochs"]]
-                for run in result["runs"]}
-        plot_task_curves(task.title, metric, dev, loss, out / f"{name}.png")
-        links[name] = _link(name)
-    return links
-
-
-def write_analysis_plots(params: Params, analysis: Analysis, results: dict[str, Result],
-                         out: Path) -> dict[str, str]:
-    """Figure 2's PNGs, `transfer` and `zero_shot`, each where something ran; returns name ->
-    path relative to the report."""
-    links = {}
-    curves = transfer_curves(params.tasks, analysis.transfer)
-    if curves:
-        plot_transfer(curves, out / "transfer.png")
-        links["transfer"] = _link("transfer")
-    normalised, above_chance = zero_shot_curves(params.tasks, analysis.zero_shot, results)
-    if any(above_chance.values()):
-        plot_zero_shot(normalised, above_chance, out / "zero_shot.png")
-        links["zero_shot"] = _link("zero_shot")
-    return links
-
-
-def read_results(params: Params, root: Path = Path()) -> tuple[Result, dict[str, Result]]:
-    """The pretraining metrics and every registry task's fine-tuning metrics under `root`."""
-    pretrain = _read(root / PRETRAIN_METRICS, "pretrain")
-    results = {name: _read(root / FINETUNE_METRICS / f"{name}.json", f"finetune@{name}")
-               for name in params.tasks}
-    return pretrain, results
-
-
-def read_analysis(params: Params, root: Path = Path()) -> Analysis:
-    """The metrics files under `root` of every ablation (variant x task), transfer task and
-    zero-shot task, as `params.analysis` names them."""
-    ablation, transfer = params.analysis.ablation, params.analysis.transfer
-    return Analysis(
-        ablation={variant: {task: _read(root / ABLATION_METRICS / variant / f"{task}.json",
-                                        f"ablation@{variant}-{task}")
-                            for task in ablation.tasks}
-                  for variant in ablation.variants},
-        transfer={task: _read(root / TRANSFER_METRICS / f"{task}.json", f"transfer@{task}")
-                  for task in transfer.tasks},
-        zero_shot=combine_zero_shot({
-            task: _read(root / ZERO_SHOT_METRICS / f"{task}.json", f"zero_shot@{task}")
-            for task in params.analysis.zero_shot.tasks}))
-
-
-def combine_zero_shot(per_task: dict[str, Result]) -> Result:
-    """The zero-shot stages' files as one: each task's entry, and per trunk the snapshot steps
-    with each task's scores at them."""
-    tasks = {name: {k: v for k, v in result.items() if k not in ("task", "trunks", "seconds")}
-             for name, result in per_task.items()}
-    trunks: dict[str, Result] = {}
-    for name, result in per_task.items():
-        for trunk, curve in result.get("trunks", {}).items():
-            combined = trunks.setdefault(trunk, {"steps": curve["steps"], "scores": {}})
-            if combined["steps"] != curve["steps"]:
-                raise ValueError(f"{ZERO_SHOT_METRICS / name}.json: {trunk}'s snapshots "
-                                 f"{curve['steps']} differ from the other tasks' "
-                                 f"{combined['steps']}: re-run the zero_shot stages")
-            combined["scores"][name] = curve["scores"]
-    return {"tasks": tasks, "trunks": trunks}
+def run_facts(params: Params, run: Run, root: Path) -> RunFacts:
+    commit = checkout_commit(root)
+    match = infer_preset(params.model_dump())
+    return RunFacts(
+        commit=commit["commit"], uncommitted_changes=bool(commit["uncommitted_changes"]),
+        preset="custom" if match is None else match.describe(),
+        data_root=params.ingest.root, sample=is_sample(params.ingest.root, root),
+        machine=machine_line(machine()), precision=precision(params),
+        # the report's own record is its last run's (DVC removes it before this one)
+        stages=stage_times(run.data.stages, [s for s in pipeline_stages(params) if s != "report"]),
+        built=datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"))
 
 
 def run(params: Params) -> None:
-    pretrain, results = read_results(params)
-    lm_eval = _read(LM_EVAL_METRICS, "lm_eval")
-    analysis = read_analysis(params)
+    files = RunFiles(**RUN_FILES)
+    found = Run.of(params.tasks, read_run(params, files), files)
+    prefix = f"{REPORT_PLOTS.relative_to(REPORT.parent).as_posix()}/"
     with atomic_dir(REPORT_PLOTS) as tmp:
-        links = write_plots(params, results, tmp)
-        figures = write_analysis_plots(params, analysis, results, tmp)
-    sections = analysis_sections(params.tasks, analysis, results, figures)
-    write_text(REPORT, render_summary(pretrain, params.tasks, results, links, lm_eval, sections))
-    log.info("report written to %s (%d task plots, %d analysis plots)", REPORT, len(links),
-             len(figures))
+        written = write_plots(found, list(params.analysis.ablation.variants), tmp, prefix)
+    found = found.with_plots(written)
+    facts = run_facts(params, found, Path(os.environ.get("DVC_ROOT", ".")))
+    names = [f"[{path.name}]({path.name})" for path in (REPORT_HTML, REPORT, REPORT_HEADLINE)]
+    parts = sections(found, params, facts, names)
+    write_text(REPORT, render_markdown(parts, facts))
+    write_text(REPORT_HTML, render_html(parts, facts, REPORT_HTML.parent))
+    write_text(REPORT_HEADLINE, headline_text(found, facts))
+    log.info("report written to %s and %s (%d plots)", REPORT_HTML, REPORT, len(written))
 
 
 if __name__ == "__main__":

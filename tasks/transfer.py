@@ -20,6 +20,9 @@ from tasks.stage import main
 
 log = logging.getLogger("tasks.transfer")  # run as __main__: named by its module path
 
+# what every k shares, said once in the file; each k's figures are under `layers_<k>`
+SHARED = ("train_examples", "eval_examples", "lm_coef", "metrics", "seeds")
+
 
 def run(params: Params, task: str) -> None:
     if task not in params.analysis.transfer.tasks:
@@ -38,16 +41,18 @@ def run(params: Params, task: str) -> None:
         raise ValueError(f"{PRETRAIN_DIR}: layers are transferred from a GPT-1 model, not a "
                          f"{pretrained.config.model_type}")
     n_layer = pretrained.config.n_layer
-    layers, shared = [], {}
+    layers, shared = {}, {}
+    metric = cell.spec.metrics[0]
     for k in range(n_layer + 1):
         result = fine_tune_cell(params, cell,
                                 lambda seed, k=k: transfer_layers(pretrained, k, seed))
-        layers.append({"k": k, "dev": result.pop("dev"), "runs": result.pop("runs")})
-        shared = result  # the same for every k: metrics, seeds, λ, example counts
-        log.info("%s, %d of %d blocks transferred: %s", task, k, n_layer, layers[-1]["dev"])
+        shared = {key: result.pop(key) for key in SHARED}  # the same for every k
+        layers[f"layers_{k}"] = {"k": k, **result}
+        log.info("%s, %d of %d blocks transferred: %s %s (median over seeds)", task, k, n_layer,
+                 metric, result[metric])
     write_text(out, json.dumps({"task": task, "run": True,
                                 "max_train_examples": params.analysis.transfer.tasks[task],
-                                **shared, "n_layer": n_layer, "layers": layers}, indent=2) + "\n")
+                                **shared, "n_layer": n_layer, **layers}, indent=2) + "\n")
 
 
 def _task_arg(parser: argparse.ArgumentParser) -> None:

@@ -47,29 +47,32 @@ def test_analysis_stages_end_to_end(tiny_repo: Path) -> None:
 
     # Table 5's cells: every variant on every task and size with the same seeds and data
     for variant in variants:
-        for task, sizes in (("sst2", [60, 120]), ("story_cloze", [300])):
+        for task, sizes, keys in (("sst2", [60, 120], ["train_60", "train_120"]),
+                                  ("story_cloze", [300], ["train_all"])):
             result = _json(tiny_repo, f"metrics/ablation/{variant}/{task}.json")
             assert result["run"], (variant, task)
-            assert [s["train_examples"] for s in result["sizes"]] == sizes
-            for size in result["sizes"]:
+            assert result["sizes"] == keys
+            assert [result[key]["train_examples"] for key in keys] == sizes
+            for size in (result[key] for key in keys):
                 assert size["seeds"] == SEEDS and size["eval_examples"] == {"dev": 100}
                 assert [r["seed"] for r in size["runs"]] == SEEDS
+                assert list(size["by_seed"]) == [str(seed) for seed in SEEDS]
                 assert size["lm_coef"] == (0.0 if variant == "no_aux" else 0.5)
         # a task that ingest did not keep (not in finetune.tasks) says why
         rte = _json(tiny_repo, f"metrics/ablation/{variant}/rte.json")
         assert rte == {"variant": variant, "task": "rte", "run": False,
                        "reason": "task rte: not in finetune.tasks"}
-    full = _json(tiny_repo, "metrics/ablation/full/story_cloze.json")["sizes"][0]
-    no_pretrain = _json(tiny_repo, "metrics/ablation/no_pretrain/story_cloze.json")["sizes"][0]
+    full = _json(tiny_repo, "metrics/ablation/full/story_cloze.json")["train_all"]
+    no_pretrain = _json(tiny_repo, "metrics/ablation/no_pretrain/story_cloze.json")["train_all"]
     assert _untimed(full["runs"]) != _untimed(no_pretrain["runs"])
 
     # Figure 2 left: k = 0 is the model that was not pretrained and k = n_layer the whole
     # pretrained one, so those ends repeat the ablation's figures exactly
     transfer = _json(tiny_repo, "metrics/transfer/story_cloze.json")
     assert transfer["run"] and transfer["n_layer"] == 2
-    assert [layer["k"] for layer in transfer["layers"]] == [0, 1, 2]
-    assert _untimed(transfer["layers"][0]["runs"]) == _untimed(no_pretrain["runs"])
-    assert _untimed(transfer["layers"][2]["runs"]) == _untimed(full["runs"])
+    assert [transfer[f"layers_{k}"]["k"] for k in (0, 1, 2)] == [0, 1, 2]
+    assert _untimed(transfer["layers_0"]["runs"]) == _untimed(no_pretrain["runs"])
+    assert _untimed(transfer["layers_2"]["runs"]) == _untimed(full["runs"])
 
     # the LSTM control: pretrained on the same shards for the same steps, at most the
     # Transformer's size; both trunks keep their snapshots, which load
@@ -102,8 +105,8 @@ def test_analysis_stages_end_to_end(tiny_repo: Path) -> None:
     edit_params(tiny_repo, **{"analysis.ablation.tasks.sst2": [80]})
     single = dvc("repro", "ablation@no_pretrain-sst2", cwd=tiny_repo)
     assert ran_stages(single.stdout) == ["ablation@no_pretrain-sst2"]
-    sizes = _json(tiny_repo, "metrics/ablation/no_pretrain/sst2.json")["sizes"]
-    assert [s["train_examples"] for s in sizes] == [80]
+    cell = _json(tiny_repo, "metrics/ablation/no_pretrain/sst2.json")
+    assert cell["sizes"] == ["train_80"] and cell["train_80"]["train_examples"] == 80
     status = dvc("status", cwd=tiny_repo).stdout
     assert "ablation@full-sst2" in status and "ablation@no_pretrain-sst2" not in status
     assert "ablation@full-story_cloze" not in status

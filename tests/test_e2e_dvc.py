@@ -53,25 +53,33 @@ def test_dvc_repro_end_to_end(tiny_repo: Path) -> None:
     assert scored["word_loss"] > scored["loss"] > 0  # a word is a token or more
     assert f"| {heldout} | {scored['tokens']:,} | {scored['words']:,} |" in report
     sst2 = metrics_of(tiny_repo, "sst2")
-    median = sst2["dev"]["dev"]["accuracy"]["median"]
-    assert f"| [SST-2](plots/sst2.png) | accuracy | {median:.1f} |" in report
+    assert f"| SST-2 | accuracy | {sst2['accuracy']:.1f} |" in report  # one epoch: no curve
     assert sst2["eval_examples"] == {"dev": 100} and sst2["train_examples"] == 300
-    assert (tiny_repo / "reports" / "plots" / "sst2.png").is_file()
+    assert 0 <= sst2["majority_accuracy"] <= 100  # the floor the report sets beside it
+    for page in ("index.html", "headline.txt", "plots/finetune.png", "plots/pretraining.png"):
+        assert (tiny_repo / "reports" / page).is_file(), page
+    assert "SST-2 accuracy (dev)" in (tiny_repo / "reports" / "headline.txt").read_text()
+    generated = json.loads((tiny_repo / "artifacts" / "lm_eval" / "generated.json").read_text())
+    assert generated["continuation"] and generated["seed"] == params.lm_eval.sample.seed
     # `finetune.tasks: all` runs one task of each family from the real data, and lists the
     # tasks whose data is absent with the path it expected
     for task in ("cola", "rte", "mrpc", "stsb", "story_cloze"):
         metrics = metrics_of(tiny_repo, task)
         assert metrics["run"] and metrics["train_examples"] == 300, task
-    assert "| QNLI | | | not run: data not found at " in report
-    assert "glue/QNLI/train.tsv |" in report  # the one QNLI file ../shared/data lacks
+    assert "- QNLI: data not found at " in report
+    assert "glue/QNLI/train.tsv" in report  # the one QNLI file ../shared/data lacks
     manifest = json.loads((tiny_repo / "data" / "shards" / "manifest.json").read_text())
     assert manifest["dtype"] == "uint16" and manifest["splits"]["val"]["tokens"] > 0
 
     # Metrics and plots are declared, so DVC shows them with no extra code.
     metrics = json.loads(dvc("metrics", "show", "--json", cwd=tiny_repo).stdout)
     shown = next(iter(metrics.values()))["data"]  # the workspace's
-    assert shown["metrics/finetune/sst2.json"]["data"]["dev"] == sst2["dev"]
+    shown_sst2 = shown["metrics/finetune/sst2.json"]["data"]
+    assert {k: shown_sst2[k] for k in ("accuracy", "accuracy_min", "accuracy_max", "by_seed")} \
+        == {k: sst2[k] for k in ("accuracy", "accuracy_min", "accuracy_max", "by_seed")}
     assert "val_loss" in shown["metrics/pretrain.json"]["data"]
+    record = shown["metrics/stages/finetune/sst2.json"]["data"]  # each stage's wall time
+    assert record["stage"] == "finetune@sst2" and record["seconds"] > 0
     plots = json.loads(dvc("plots", "show", "--json", cwd=tiny_repo).stdout)
     curves = {row["filename"] for row in plots["data"]["pretraining loss"][0]["content"]["data"]
               ["values"]}

@@ -76,11 +76,17 @@ def _is_declared(constant: PurePosixPath, written: set[str], read: set[str]) -> 
             or any(_named_by(t, constant) for t in written | read))
 
 
+# the stage records' folder: tasks.stage.record_path names each file in it by the stage's
+# address, and test_every_stage_declares_its_record checks them one by one
+RECORDS = PurePosixPath(paths.STAGE_RECORDS.as_posix())
+
+
 def test_every_path_constant_is_declared_in_dvc_yaml() -> None:
     written, read, _ = _declared()
     state = {PurePosixPath(p.as_posix()) for p in paths.STAGE_STATE}
     undeclared = [f"{name} = {constant}" for name, constant in _constants().items()
-                  if constant not in state and not _is_declared(constant, written, read)]
+                  if constant not in state | {RECORDS}
+                  and not _is_declared(constant, written, read)]
     assert not undeclared, f"tasks/paths.py names paths dvc.yaml does not declare: {undeclared}"
 
 
@@ -96,7 +102,8 @@ def test_the_stages_own_state_is_not_declared_in_dvc_yaml() -> None:
 def test_every_out_and_metric_of_dvc_yaml_has_its_constant() -> None:
     written, _, _ = _declared()
     constants = _constants().values()
-    unnamed = sorted(t for t in written if not any(_named_by(t, c) for c in constants))
+    unnamed = sorted(t for t in written if not any(_named_by(t, c) for c in constants)
+                     and not PurePosixPath(t).is_relative_to(RECORDS))
     assert not unnamed, f"dvc.yaml outs and metrics without a constant in tasks/paths.py: {unnamed}"
 
 
@@ -109,3 +116,19 @@ def test_dvc_reads_the_outs_as_this_test_does() -> None:
     with Repo(str(REPO)) as repo:
         outs = {out.def_path for stage in repo.index.stages for out in stage.outs}
     assert outs == expected
+
+
+def test_every_stage_declares_its_record() -> None:
+    """Each stage DVC makes (a foreach or matrix stage's once per item) declares, uncached, the
+    record tasks.stage writes for it, and no other file under metrics/stages."""
+    from dvc.repo import Repo
+
+    from tasks.stage import record_path
+
+    with Repo(str(REPO)) as repo:
+        for stage in repo.index.stages:
+            records = [out for out in stage.outs
+                       if PurePosixPath(out.def_path).is_relative_to(RECORDS)]
+            assert [out.def_path for out in records] == [record_path(stage.addressing)
+                                                         .as_posix()], stage.addressing
+            assert records[0].metric and not records[0].use_cache, stage.addressing

@@ -92,3 +92,83 @@ def plot_zero_shot(normalised: TrunkCurves, above_chance: TrunkCurves, path: Pat
     fig.suptitle("Zero-shot behaviour over pretraining")
     fig.savefig(path, dpi=100)
     plt.close(fig)
+
+
+def plot_pretraining(train: Curve, val: Curve, unigram: float | None, path: Path) -> None:
+    """The pretraining loss (nats per token) by step, train and val, against the unigram
+    baseline's val loss (what token frequencies alone achieve) as a horizontal line."""
+    fig, axes = plt.subplots(figsize=(7, 3.6), constrained_layout=True)
+    for points, label, style in ((train, "train", "-"), (val, "val", "o-")):
+        if points:
+            steps, losses = zip(*points, strict=True)
+            axes.plot(steps, losses, style, label=label, markersize=4)
+    if unigram is not None:
+        axes.axhline(unigram, color="grey", linestyle="--", linewidth=1,
+                     label=f"unigram baseline (val) {unigram:.2f}")
+    axes.set_xlabel("step")
+    axes.set_ylabel("loss (nats per token)")
+    axes.grid(alpha=0.3)
+    axes.legend(fontsize="small")
+    fig.suptitle("Pretraining loss")
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+Bar = tuple[float, float, float]  # median, min, max over seeds
+
+
+def _bars(axes: plt.Axes, groups: dict[str, dict[str, Bar | float]], variants: list[str],
+          title: str) -> None:
+    """Grouped bars: a group per key of `groups`, a bar per variant (a colour each), with
+    min-max error bars where the value is a (median, min, max)."""
+    width = 0.8 / max(len(variants), 1)
+    for i, variant in enumerate(variants):
+        xs, heights, low, high = [], [], [], []
+        for g, values in enumerate(groups.values()):
+            if variant not in values:
+                continue
+            value = values[variant]
+            median, lo, hi = value if isinstance(value, tuple) else (value, value, value)
+            xs.append(g - 0.4 + width * (i + 0.5))
+            heights.append(median)
+            low.append(median - lo)
+            high.append(hi - median)
+        axes.bar(xs, heights, width, label=variant, color=f"C{i % 10}",
+                 yerr=[low, high] if any(low) or any(high) else None, capsize=3)
+    axes.set_xticks(range(len(groups)), list(groups), fontsize="small")
+    axes.set_title(title, fontsize="medium")
+    axes.grid(axis="y", alpha=0.3)
+
+
+def plot_table5(ours: dict[str, dict[str, Bar]], paper: dict[str, dict[str, float]],
+                variants: list[str], path: Path) -> None:
+    """Table 5 as grouped bars: ours (a group per task and train size, min-max over seeds as
+    error bars) beside the paper's for the tasks Table 5 has."""
+    panels = [(ours, "ours (median, min-max over seeds)")]
+    if paper:
+        panels.append((paper, "paper (Radford et al. 2018, Table 5)"))
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.5 * len(panels) + 1, 4.2),
+                             constrained_layout=True, squeeze=False)
+    for ax, (groups, title) in zip(axes[0], panels, strict=True):
+        _bars(ax, groups, variants, title)
+        ax.set_ylabel("dev score")
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncols=min(len(variants), 4),
+               fontsize="small", frameon=False)
+    fig.suptitle("Ablations (Table 5)")
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def plot_finetune(tasks: dict[str, dict[str, Bar | float]], path: Path) -> None:
+    """Each fine-tuned task's headline score (median, min-max over seeds) beside its baselines
+    and the paper's figure: a group per task, a bar per source."""
+    sources = list(dict.fromkeys(source for values in tasks.values() for source in values))
+    fig, axes = plt.subplots(figsize=(max(5.0, 1.3 * len(tasks) + 2), 3.6),
+                             constrained_layout=True)
+    _bars(axes, tasks, sources, "")
+    axes.set_ylabel("dev score (headline metric)")
+    axes.legend(fontsize="small")
+    fig.suptitle("Fine-tuning: ours beside the baselines and the paper")
+    fig.savefig(path, dpi=100)
+    plt.close(fig)

@@ -1,179 +1,451 @@
-"""Render the benchmark report: our pretraining and task figures beside the paper's."""
+"""The run report's sections on what ran and on the model: the facts of the run, the headline
+results beside their baselines and the paper, pretraining, fine-tuning, held-out text, the text
+the model writes, and the run's files. Every figure comes from the long table
+(`gpt1.reporting.table`)."""
 
 from __future__ import annotations
 
-import statistics
-from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+import polars as pl
+
 from gpt1.config import SOURCE_TITLES, TaskParams
+from gpt1.reporting.document import (
+    Bullets,
+    Callout,
+    Facts,
+    Figure,
+    Gallery,
+    Quote,
+    Section,
+    Table,
+)
+from gpt1.reporting.facts import REAL_DATA_COMMAND, duration
+from gpt1.reporting.files import RunData, RunFiles
+from gpt1.reporting.paper import PAPER_GLUE, PAPER_TABLE5
+from gpt1.reporting.table import Results, cell, headlines, why_skipped
+from gpt1.reporting.table import results as long_results
 
-PAPER_GLUE = 72.8  # the paper's GLUE score (Table 4; test sets, nine tasks)
-
-Result = dict[str, Any]  # a task's metrics file (metrics/finetune/<task>.json)
+TITLE = "gpt1 run report"
 
 
-def _imported_section(pretrain: Result) -> list[str]:
+@dataclass(frozen=True)
+class RunFacts:
+    """What ran, for the first screen (tasks.report gathers them)."""
+
+    commit: str | None  # the checkout's, where the report was built
+    uncommitted_changes: bool  # tracked files other than params.yaml and dvc.lock differ
+    preset: str  # gpt1.reporting.facts.PresetMatch.describe()
+    data_root: str  # ingest.root
+    sample: bool  # the data root is the bundled synthetic sample
+    machine: str  # gpt1.machine.machine_line
+    precision: str  # where and in what the models computed, e.g. "cpu, fp32"
+    stages: pl.DataFrame  # gpt1.reporting.facts.stage_times
+    built: str  # when the report was built (UTC)
+
+
+@dataclass(frozen=True)
+class Run:
+    """What every section reads: the task registry, the files as read, their long table and its
+    aggregation over seeds, the PNGs written (name -> path relative to the report), and where
+    the run's files lie (for links)."""
+
+    tasks: dict[str, TaskParams]
+    data: RunData
+    results: Results
+    summary: pl.DataFrame  # results.over_seeds()
+    files: RunFiles
+    plots: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, tasks: dict[str, TaskParams], data: RunData, files: RunFiles) -> Run:
+        found = long_results(data)
+        return cls(tasks, data, found, found.over_seeds(), files)
+
+    def with_plots(self, plots: dict[str, str]) -> Run:
+        return replace(self, plots=plots)
+
+    def figure(self, stage: str, task: str | None = None, metric: str | None = None,
+               split: str | None = None, variant: str | None = None,
+               **keys: Any) -> dict[str, Any] | None:
+        """The summary's row (median, min, max, seeds) of `stage`, `task`, `metric`, `split`
+        and `variant` (None: null) and of the `keys` given (train_size, layers, step); None where
+        there is none."""
+        given = {"stage": stage, "task": task, "metric": metric, "split": split,
+                 "variant": variant, **keys}
+        rows = self.summary
+        for column, value in given.items():
+            rows = rows.filter(pl.col(column).is_null() if value is None
+                               else pl.col(column) == value)
+        return rows.row(0, named=True) if rows.height else None
+
+    def skipped(self, stage: str, task: str | None = None,
+                variant: str | None = None) -> str | None:
+        return why_skipped(self.results.skipped, stage, task, variant)
+
+    def link(self, path: Any) -> str:
+        """A path of the run, relative to the report (reports/ is one folder down)."""
+        return f"../{path.as_posix() if hasattr(path, 'as_posix') else path}"
+
+
+def _f(value: float | None, digits: int = 1) -> str:
+    return "n/a" if value is None else f"{value:,.{digits}f}"
+
+
+def spread(row: dict[str, Any]) -> str:
+    """A figure over seeds as "median [min, max]"; over one seed, the figure alone."""
+    return cell(row["median"], row["min"], row["max"], row["n_seeds"])
+
+
+def _stop(text: str) -> str:
+    """`text` ending in a full stop, one only."""
+    return text if text.endswith(".") else f"{text}."
+
+
+# --- what ran --------------------------------------------------------------------------------
+
+def sample_warning(facts: RunFacts) -> Callout | None:
+    if not facts.sample:
+        return None
+    return Callout(
+        f"These figures exercise the code on a small synthetic sample (`{facts.data_root}`) "
+        "and say nothing about GPT-1 on real data. For real data (the books and GLUE laid out "
+        f"as in docs/data.md under ../shared/data): `{REAL_DATA_COMMAND}`.")
+
+
+def run_section(facts: RunFacts) -> Section:
+    """Commit, preset, data, machine, precision, and each stage's wall time with the total
+    (the sample's warning goes above it: `sample_warning`)."""
+    commit = "not a git checkout" if facts.commit is None else facts.commit[:12] + (
+        " (with uncommitted changes)" if facts.uncommitted_changes else "")
+    stages = facts.stages
+    total = float(stages["seconds"].sum()) if stages.height else 0.0
+    others = sorted({c for c in stages["commit"].drop_nulls() if c != facts.commit})
+    rows = [[r["stage"], duration(r["seconds"])] for r in stages.iter_rows(named=True)]
+    finished = sorted(stages["finished"].drop_nulls())
+    window = (f"; finished {finished[0][:16].replace('T', ' ')} to "
+              f"{finished[-1][:16].replace('T', ' ')} UTC" if finished else "")
+    blocks: list[Any] = [
+        Facts([("commit", commit), ("preset", facts.preset),
+               ("data", f"`{facts.data_root}`" + (" (the bundled synthetic sample)"
+                                                   if facts.sample else "")),
+               ("machine", facts.machine.removeprefix("machine: ")),
+               ("precision", facts.precision),
+               ("wall time", f"{duration(total)} over {stages.height} stages (the report's own "
+                             f"not counted){window}"),
+               ("report built", facts.built)])]
+    if others:
+        blocks.append(f"Some stages last ran at another commit ({', '.join(c[:12] for c in others)}"
+                      "): DVC re-runs a stage when its inputs change, not when the commit does.")
+    if rows:
+        blocks.append(Table(["stage", "wall time"], rows, left=1,
+                            caption=f"Stage wall times (total {duration(total)})", split=3))
+    else:
+        blocks.append("No stage records (metrics/stages/): the stages ran outside `dvc repro`.")
+    return Section("run", "What ran", blocks)
+
+
+# --- headline --------------------------------------------------------------------------------
+
+def headline_rows(run: Run) -> list[list[str]]:
+    """The results a reader comes for, each beside its baseline and the paper: pretraining's
+    val loss against the unigram baseline, each fine-tuned task against the majority class,
+    Table 5's full model against no_pretrain."""
+    rows = []
+    val = run.figure("pretrain", metric="loss", split="val")
+    if val is not None:
+        unigram = run.figure("pretrain", metric="loss", split="val", variant="unigram")
+        rows.append(["pretraining val loss (nats/token)", f"{val['median']:.3f}",
+                     f"unigram {_f(unigram and unigram['median'], 3)}", ""])
+    heldout = run.figure("lm_eval", metric="loss", split="all")
+    if heldout is not None:
+        unigram = run.figure("lm_eval", metric="loss", split="all", variant="unigram")
+        rows.append(["held-out text loss (nats/token)", f"{heldout['median']:.3f}",
+                     "" if unigram is None else f"unigram {unigram['median']:.3f}", ""])
+    for row in headlines(run.summary, run.tasks, "finetune").filter(
+            pl.col("variant").is_null()).iter_rows(named=True):
+        task = run.tasks[row["task"]]
+        majority = run.figure("finetune", task=row["task"], metric=row["metric"],
+                              split=row["split"], variant="majority",
+                              train_size=row["train_size"])
+        paper = task.paper.get(row["split"])
+        rows.append([f"{task.title} {row['metric']} ({row['split']})", spread(row),
+                     "" if majority is None else f"majority class {majority['median']:.1f}",
+                     _f(paper)])
+    for task, size, full, bare in full_against_no_pretrain(run):
+        paper = PAPER_TABLE5["full"].get(task), PAPER_TABLE5["no_pretrain"].get(task)
+        spec = run.tasks[task]
+        rows.append([f"Table 5: {spec.title} {spec.metrics[0]}, {size:,} train, full model",
+                     spread(full), f"no_pretrain {spread(bare)}",
+                     "" if None in paper else f"{paper[0]:.1f} vs {paper[1]:.1f}"])
+    return rows
+
+
+def full_against_no_pretrain(run: Run) -> list[tuple[str, int, dict, dict]]:
+    """Table 5's pairs where both ran: (task, train size, full's row, no_pretrain's row) of the
+    task's headline metric over seeds, in the order the ablations ran."""
+    rows = headlines(run.summary, run.tasks, "ablation")
+    full = rows.filter(pl.col("variant") == "full")
+    bare = rows.filter(pl.col("variant") == "no_pretrain")
+    pairs = full.join(bare, on=["task", "train_size"], suffix="_bare", maintain_order="left")
+    return [(r["task"], r["train_size"],
+             {k: r[k] for k in ("median", "min", "max", "seeds", "n_seeds")},
+             {k: r[f"{k}_bare"] for k in ("median", "min", "max", "seeds", "n_seeds")})
+            for r in pairs.iter_rows(named=True)]
+
+
+def headline_table(run: Run) -> Table:
+    return Table(["result", "ours (median [min, max] over seeds)", "baseline", "paper"],
+                 headline_rows(run), left=1)
+
+
+def headline_section(run: Run) -> Section:
+    rows = headline_rows(run)
+    if not rows:
+        return Section("headline", "Headline results", ["Nothing to show: no stage ran."])
+    return Section("headline", "Headline results", [
+        headline_table(run),
+        "Baselines: the unigram loss is what token frequencies alone achieve; the majority "
+        "class scores every dev example as the train split's most frequent label; `no_pretrain` "
+        "is the same model fine-tuned from a random initialisation (Table 5). The paper's "
+        "figures (Radford et al. 2018) are mostly test-set figures on the full datasets."])
+
+
+def headline_text(run: Run, facts: RunFacts, limit: int = 8) -> str:
+    """The headline table as plain text for a terminal (`make pipeline` prints it): a title
+    line, the table's first `limit` rows, and how many more the report has."""
+    table = headline_table(run)
+    rows = table.rows[:limit]
+    header = ["result", "ours", "baseline", "paper"]
+    widths = [max(len(c), *(len(r[i]) for r in rows)) if rows else len(c)
+              for i, c in enumerate(header)]
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) if i == 1 else c.ljust(w)
+                         for i, (c, w) in enumerate(zip(cells, widths, strict=True))).rstrip()
+
+    total = float(facts.stages["seconds"].sum()) if facts.stages.height else 0.0
+    where = "the bundled synthetic sample: figures exercise the code only" if facts.sample \
+        else facts.data_root
+    lines = [f"{TITLE}: preset {facts.preset.split(':')[0]}, {where}; {duration(total)}",
+             line(header), line(["-" * w for w in widths]), *(line(r) for r in rows)]
+    if len(table.rows) > limit:
+        more = len(table.rows) - limit
+        lines.append(f"(and {more} more row{'s' if more > 1 else ''} in the report)")
+    return "\n".join(lines) + "\n"
+
+
+# --- pretraining -----------------------------------------------------------------------------
+
+def _imported(pretrain: dict[str, Any]) -> list[Any]:
     """The pretrained model came from elsewhere (`pretrain.source` openai or hf)."""
     return [
-        "## Pretrained model",
-        "",
         f"Imported from {SOURCE_TITLES[pretrain['source']]} in `{pretrain['source_dir']}` "
         f"(pretrain.source {pretrain['source']}), not pretrained here: {pretrain['n_layer']} "
         f"layers x {pretrain['n_embd']}, {pretrain['n_head']} heads, n_ctx {pretrain['n_ctx']}, "
         f"{pretrain['vocab_size']:,} tokens (its BPE and GPT-1's 4 special tokens), "
         f"{pretrain['parameters']:,} parameters. The special tokens' rows are new, drawn from "
-        "N(0, 0.02) as the original code drew them, and learned in fine-tuning.",
-        "",
-    ]
+        "N(0, 0.02) as the original code drew them, and learned in fine-tuning."]
 
 
-def _pretrain_section(pretrain: Result) -> list[str]:
+def _pretrain_row(run: Run, stage: str, name: str) -> list[str] | None:
+    def value(metric: str, split: str | None = None, variant: str | None = None) -> float:
+        row = run.figure(stage, metric=metric, split=split, variant=variant)
+        return float("nan") if row is None else row["median"]
+
+    if run.figure(stage, metric="loss", split="val") is None:
+        return None
+    return [name, f"{value('steps'):,.0f}", f"{value('tokens'):,.0f}",
+            f"{value('parameters'):,.0f}", f"{value('loss', 'train'):.4f}",
+            f"{value('loss', 'val'):.4f}", f"{value('perplexity', 'val'):.2f}",
+            f"{value('loss', 'val', 'unigram'):.4f}", f"{value('tokens_per_second'):,.0f}",
+            f"{100 * value('mfu'):.1f}%"]
+
+
+def pretrain_section(run: Run) -> Section:
+    """The pretraining table (and the LSTM control's row), and the loss curves."""
+    pretrain = run.data.pretrain
     if pretrain.get("source", "train") != "train":
-        return _imported_section(pretrain)
-    return [
-        "## Pretraining",
-        "",
-        "| steps | tokens | parameters | train loss | val loss | val perplexity "
-        "| unigram val loss | tokens/s | MFU |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
-        f"| {pretrain['steps']} | {pretrain['tokens']:,} | {pretrain['parameters']:,} "
-        f"| {pretrain['train_loss']:.4f} | {pretrain['val_loss']:.4f} "
-        f"| {pretrain['val_perplexity']:.2f} | {pretrain['unigram_val_loss']:.4f} "
-        f"| {pretrain['tokens_per_second']:,.0f} | {100 * pretrain['mfu']:.1f}% |",
-        "",
-        "Losses are in nats per token. The unigram val loss is what token frequencies alone "
-        "achieve (the train split's smoothed frequencies scored on val): a val loss well below "
-        "it is what the model learned from context.",
-        "",
-    ]
+        return Section("pretraining", "Pretrained model", _imported(pretrain))
+    if not pretrain["run"]:
+        return Section("pretraining", "Pretraining", [_stop(f"Not run: {pretrain['reason']}")])
+    rows = [row for row in (_pretrain_row(run, "pretrain", "Transformer"),
+                            _pretrain_row(run, "pretrain_lstm", "LSTM (Table 5's control)"))
+            if row is not None]
+    blocks: list[Any] = [Table(["model", "steps", "tokens", "parameters", "train loss",
+                                "val loss", "val perplexity", "unigram val loss", "tokens/s",
+                                "MFU"], rows)]
+    if "pretraining" in run.plots:
+        blocks.append(Figure(run.plots["pretraining"], "pretraining loss",
+                             "Train and val loss by step (dvclive), against the unigram "
+                             "baseline.", width="760px"))
+    blocks.append("Losses are in nats per token. The unigram val loss is what token frequencies "
+                  "alone achieve (the train split's smoothed frequencies scored on val): a val "
+                  "loss well below it is what the model learned from context.")
+    return Section("pretraining", "Pretraining", blocks)
 
 
-def _heldout_section(lm_eval: Result) -> list[str]:
-    """The final model on text kept out of pretraining (metrics/lm_eval.json)."""
-    if not lm_eval["run"]:
-        return ["## Held-out text", "", f"Not scored: {lm_eval['reason']}.", ""]
-    rows = [*lm_eval["files"].items(), ("all", lm_eval["all"])]
-    return [
-        "## Held-out text",
-        "",
-        "| text | tokens | words | loss | perplexity | loss per word | word perplexity "
-        "| unigram loss |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
-        *(f"| {name} | {r['tokens']:,} | {r['words']:,} | {r['loss']:.4f} | "
-          f"{r['perplexity']:.2f} | {r['word_loss']:.4f} | {r['word_perplexity']:.2f} | "
-          f"{_loss(r['unigram_loss'])} |" for name, r in rows),
-        "",
-        "Text kept out of pretraining, cleaned and encoded as the corpus is. Beside it: "
-        + (f"the validation loss {lm_eval['val_loss']:.4f} (unigram "
-           f"{lm_eval['unigram_val_loss']:.4f})" if lm_eval["val_loss"] is not None else
-           "no validation loss or unigram baseline: the model was imported, and its "
-           "pretraining text is not here")
-        + "; per word, models with other vocabularies compare.",
-        "",
-    ]
+# --- fine-tuning -----------------------------------------------------------------------------
 
-
-def _loss(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.4f}"
-
-
-def _figure(summary: dict[str, float]) -> str:
-    return f"{summary['median']:.1f}"
-
-
-def _spread(summary: dict[str, float]) -> str:
-    return f"[{summary['min']:.1f}, {summary['max']:.1f}]"
-
-
-def median_spread(summary: dict[str, float]) -> str:
-    """A figure over seeds as "median [min, max]", one decimal each."""
-    return f"{_figure(summary)} {_spread(summary)}"
-
-
-def _task_rows(name: str, task: TaskParams, result: Result, plot: str | None) -> list[str]:
-    if not result["run"]:
-        return [f"| {task.title} | | | not run: {result['reason']} | | | |"]
-    rows = []
-    for split in task.eval_splits:
-        scores = result["dev"][split]
-        primary = task.metrics[0]
-        others = ", ".join(f"{m} {_figure(scores[m])}" for m in task.metrics[1:])
-        paper = task.paper.get(split)
-        title = task.title if split == "dev" else f"{task.title} ({split})"
-        if plot is not None:
-            title = f"[{title}]({plot})"
-        rows.append(
-            f"| {title} | {primary}{f' ({others})' if others else ''} "
-            f"| {_figure(scores[primary])} | {_spread(scores[primary])} "
-            f"| {len(result['seeds'])} | {'' if paper is None else f'{paper:.1f}'} "
-            f"| {result['train_examples']:,} |"
-        )
-    return rows
-
-
-def glue_average(tasks: dict[str, TaskParams], results: dict[str, Result]) -> float | None:
+def glue_average(run: Run) -> float | None:
     """GLUE's way over the GLUE tasks run: each task's metrics averaged (F1 and accuracy;
     Pearson and Spearman; MNLI's matched and mismatched), then the tasks averaged."""
-    per_task = []
-    for name, task in tasks.items():
-        result = results.get(name)
-        if not task.glue or result is None or not result["run"]:
+    wanted = pl.DataFrame(
+        [(name, split, metric) for name, task in run.tasks.items() if task.glue
+         for split in task.eval_splits for metric in task.metrics],
+        schema={"task": pl.Utf8, "split": pl.Utf8, "metric": pl.Utf8}, orient="row")
+    per_task = (run.summary
+                .filter((pl.col("stage") == "finetune") & pl.col("variant").is_null())
+                .join(wanted, on=["task", "split", "metric"], how="semi")
+                .group_by("task").agg(pl.col("median").mean()))
+    return float(per_task["median"].mean()) if per_task.height else None
+
+
+def _task_rows(run: Run, name: str, task: TaskParams) -> list[list[str]]:
+    rows = []
+    primary, others = task.metrics[0], task.metrics[1:]
+    for split in task.eval_splits:
+        main = run.figure("finetune", name, primary, split)
+        if main is None:
             continue
-        per_task.append(statistics.fmean(result["dev"][split][m]["median"]
-                                         for split in task.eval_splits for m in task.metrics))
-    return statistics.fmean(per_task) if per_task else None
-
-
-def render_summary(pretrain: Result, tasks: dict[str, TaskParams], results: dict[str, Result],
-                   plots: dict[str, str] | None = None, lm_eval: Result | None = None,
-                   sections: Sequence[str] = ()) -> str:
-    """Markdown for `reports/summary.md`: pretraining, the held-out text's loss (`lm_eval`), then
-    a row per task and dev split (the median over seeds, its spread, the paper's figure), in
-    registry order; then the lines of further `sections`."""
-    plots = plots or {}
-    lines = ["# gpt1 benchmark report", "", *_pretrain_section(pretrain),
-             *(_heldout_section(lm_eval) if lm_eval is not None else []),
-             "## Fine-tuning (dev sets)", "",
-             "| task | metric | ours (median) | [min, max] | seeds | paper | train examples |",
-             "|---|---|---:|---:|---:|---:|---:|"]
-    for name, task in tasks.items():
-        if name in results:
-            lines += _task_rows(name, task, results[name], plots.get(name))
-    average = glue_average(tasks, results)
-    lines += [
-        "",
-        f"GLUE average over the GLUE tasks run here: "
-        f"{'n/a' if average is None else f'{average:.1f}'} (paper: {PAPER_GLUE}, the GLUE "
-        "test score over nine tasks). Each task's metrics are averaged, then the tasks.",
-        "",
-        "Ours: dev sets (Story Cloze: the 374 stories held out of the 2016 validation set); the "
-        "paper's figures (Radford et al. 2018, Tables 2-4) are mostly test-set figures.",
-        "",
-        *sections,
-    ]
-    return "\n".join(lines)
-
-
-def metric_rows(tasks: dict[str, TaskParams], results: dict[str, Result]) -> list[dict[str, Any]]:
-    """The report's task figures as table rows, one per task, dev split and metric (one per
-    task that did not run, saying why): for a table artifact or a dataframe."""
-    rows: list[dict[str, Any]] = []
-    for name, task in tasks.items():
-        result = results.get(name)
-        if result is None:
-            continue
-        if not result["run"]:
-            rows.append({"task": name, "split": None, "metric": None, "median": None,
-                         "min": None, "max": None, "seeds": 0, "paper": None,
-                         "note": f"not run: {result['reason']}"})
-            continue
-        for split in task.eval_splits:
-            for metric in task.metrics:
-                summary = result["dev"][split][metric]
-                paper = task.paper.get(split) if metric == task.metrics[0] else None
-                rows.append({"task": name, "split": split, "metric": metric,
-                             "median": summary["median"], "min": summary["min"],
-                             "max": summary["max"], "seeds": len(result["seeds"]),
-                             "paper": paper, "note": ""})
+        extra = ", ".join(f"{m} {row['median']:.1f}" for m in others
+                          if (row := run.figure("finetune", name, m, split)) is not None)
+        majority = run.figure("finetune", name, primary, split, "majority",
+                              train_size=main["train_size"])
+        paper = task.paper.get(split)
+        title = task.title if split == "dev" else f"{task.title} ({split})"
+        if name in run.plots:
+            title = f"[{title}]({run.plots[name]})"
+        rows.append([title, f"{primary}{f' ({extra})' if extra else ''}",
+                     f"{main['median']:.1f}", f"[{main['min']:.1f}, {main['max']:.1f}]",
+                     str(main["n_seeds"]), _f(majority and majority["median"]),
+                     "" if paper is None else f"{paper:.1f}", f"{main['train_size']:,}"])
     return rows
+
+
+def finetune_section(run: Run) -> Section:
+    """A row per task and dev split (the median over seeds, its spread, the majority class, the
+    paper's figure), in registry order, then why the others did not run; the summary chart and
+    each task's curves."""
+    rows = [row for name, task in run.tasks.items() if name in run.data.finetune
+            for row in _task_rows(run, name, task)]
+    not_run = [f"{task.title}: {reason}" for name, task in run.tasks.items()
+               if (reason := run.skipped("finetune", name)) is not None]
+    average = glue_average(run)
+    blocks: list[Any] = [Table(["task", "metric", "ours (median)", "[min, max]", "seeds",
+                                "majority class", "paper", "train examples"], rows, left=2)
+                         if rows else "No task was fine-tuned."]
+    if not_run:
+        blocks += ["Not run (registry order):", Bullets(not_run)]
+    if "finetune" in run.plots:
+        blocks.append(Figure(run.plots["finetune"], "fine-tuning summary",
+                             "Each task's headline score: ours (median, min-max over seeds), "
+                             "the majority class and the paper's.", width="900px"))
+    curves = [Figure(path, f"{run.tasks[name].title} curves", run.tasks[name].title)
+              for name, path in run.plots.items() if name in run.tasks]
+    if curves:
+        blocks.append(Gallery(curves))
+    blocks += [
+        f"GLUE average over the GLUE tasks run here: {_f(average)} (paper: {PAPER_GLUE}, the "
+        "GLUE test score over nine tasks). Each task's metrics are averaged, then the tasks.",
+        "Ours: dev sets (Story Cloze: the 374 stories held out of the 2016 validation set); the "
+        "paper's figures (Radford et al. 2018, Tables 2-4) are mostly test-set figures. The "
+        "majority class: every dev example given the train split's most frequent label."]
+    return Section("finetuning", "Fine-tuning (dev sets)", blocks)
+
+
+# --- held-out text, generated text, files ------------------------------------------------------
+
+def heldout_section(run: Run) -> Section:
+    """The final model on text kept out of pretraining (metrics/lm_eval.json)."""
+    lm_eval = run.data.lm_eval
+    title = "Held-out text"
+    if not lm_eval["run"]:
+        return Section("heldout", title, [_stop(f"Not scored: {lm_eval['reason']}")])
+    scored = run.results.values.filter(pl.col("stage") == "lm_eval")
+    unigram = scored.filter(pl.col("variant") == "unigram").select(
+        "split", pl.col("value").alias("unigram_loss"))
+    figures = (scored.filter(pl.col("variant").is_null())
+               .pivot(on="metric", index="split", values="value", aggregate_function="first",
+                      maintain_order=True)
+               .join(unigram, on="split", how="left", maintain_order="left"))
+    rows = [[r["split"], f"{r['tokens']:,.0f}", f"{r['words']:,.0f}", f"{r['loss']:.4f}",
+             f"{r['perplexity']:.2f}", f"{r['word_loss']:.4f}", f"{r['word_perplexity']:.2f}",
+             _f(r["unigram_loss"], 4)] for r in figures.iter_rows(named=True)]
+    beside = (f"the validation loss {lm_eval['val_loss']:.4f} (unigram "
+              f"{lm_eval['unigram_val_loss']:.4f})" if lm_eval["val_loss"] is not None else
+              "no validation loss or unigram baseline: the model was imported, and its "
+              "pretraining text is not here")
+    return Section("heldout", title, [
+        Table(["text", "tokens", "words", "loss", "perplexity", "loss per word",
+               "word perplexity", "unigram loss"], rows),
+        f"Text kept out of pretraining, cleaned and encoded as the corpus is. Beside it: {beside}"
+        "; per word, models with other vocabularies compare."])
+
+
+def sample_section(run: Run) -> Section:
+    """The short text the pretrained model wrote (stage lm_eval, seeded)."""
+    title = "Text the pretrained model writes"
+    generated = run.data.generated
+    if generated is None:
+        return Section("generated", title, ["No text: run lm_eval (it writes "
+                                            f"`{run.files.generated.as_posix()}`)."])
+    top_k = "all tokens" if generated["top_k"] is None else f"top_k {generated['top_k']}"
+    return Section("generated", title, [
+        Quote(generated["prompt_as_read"], generated["continuation"]),
+        f"The prompt (bold, as the tokenizer reads it) continued by `{generated['model']}` for "
+        f"{generated['tokens']} tokens: temperature {generated['temperature']}, {top_k}, seed "
+        f"{generated['seed']} (params `lm_eval.sample`); the same model writes the same text."])
+
+
+def files_section(run: Run, report_files: list[str]) -> Section:
+    """Relative links to the run's models, predictions and metrics files."""
+    files = run.files
+    models = [f"[pretrained model]({run.link(files.pretrain_model)}/) "
+              f"(`{files.pretrain_model.as_posix()}`)"]
+    predictions = []
+    for name, result in run.data.finetune.items():
+        if not result["run"]:
+            continue
+        folder = files.finetune_models / name
+        models.append(f"[{run.tasks[name].title} model]({run.link(folder)}/)")
+        predictions += [f"[{run.tasks[name].title} {split}]({run.link(folder)}/"
+                        f"{split}_predictions.tsv)" for split in result["eval_examples"]]
+    metrics = [f"[{path.as_posix()}]({run.link(path)})" for path in
+               (files.pretrain, files.lm_eval)] + [
+        f"[{path.as_posix()}/]({run.link(path)}/)" for path in
+        (files.finetune, files.ablation, files.transfer, files.zero_shot, files.stages)]
+    return Section("files", "Files of this run", [
+        Bullets([f"models: {', '.join(models)}",
+                 f"dev predictions (the kept seed's): {', '.join(predictions) or 'none'}",
+                 f"metrics: {', '.join(metrics)}",
+                 f"this report: {', '.join(report_files)}"]),
+        "Links are relative to reports/: they open where the run's outputs lie beside the "
+        "report (`dvc pull` fetches them into a fresh clone)."])
+
+
+def metric_rows(tasks: dict[str, TaskParams], found: Results) -> list[dict[str, Any]]:
+    """The fine-tuning figures as table rows (the Prefect artifact `gpt1-metrics`), one per task,
+    dev split and metric: median, min and max over seeds, the seeds, the majority class and the
+    paper's figure; one per task that did not run, saying why. Registry order."""
+    summary = found.over_seeds().filter(pl.col("stage") == "finetune")
+    ours = summary.filter(pl.col("variant").is_null() & (pl.col("split") != "train"))
+    majority = summary.filter(pl.col("variant") == "majority").select(
+        "task", "split", "metric", pl.col("median").alias("majority"))
+    papers = pl.DataFrame([(name, split, task.metrics[0], figure)
+                           for name, task in tasks.items() for split, figure in task.paper.items()],
+                          schema={"task": pl.Utf8, "split": pl.Utf8, "metric": pl.Utf8,
+                                  "paper": pl.Float64}, orient="row")
+    order = pl.DataFrame({"task": list(tasks), "order": range(len(tasks))})
+    table = (ours.join(majority, on=["task", "split", "metric"], how="left")
+             .join(papers, on=["task", "split", "metric"], how="left")
+             .join(order, on="task")
+             .with_columns(note=pl.lit(""))
+             .select("order", "task", "split", "metric", "median", "min", "max",
+                     pl.col("n_seeds").alias("seeds"), "majority", "paper", "note"))
+    skipped = (found.skipped.filter(pl.col("stage") == "finetune").join(order, on="task")
+               .select("order", "task", note=pl.format("not run: {}", "reason")))
+    return (pl.concat([table, skipped], how="diagonal_relaxed")
+            .with_columns(pl.col("seeds").fill_null(0))
+            .sort("order", maintain_order=True).drop("order").to_dicts())

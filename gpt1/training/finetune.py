@@ -157,3 +157,36 @@ def predict(model: TaskModel, examples: list[list[list[int]]], pad_id: int, batc
     result = np.empty_like(stacked)
     result[order] = stacked
     return result
+
+
+def majority_class(train_targets: np.ndarray) -> int:
+    """The train split's most frequent label (or answer index); the lowest on a tie."""
+    return int(np.bincount(np.asarray(train_targets, dtype=np.int64)).argmax())
+
+
+Figures = dict[str, float]  # metric -> value, in percent
+
+
+def summarise(metrics: list[str], splits: list[str], by_seed: dict[int, dict[str, Figures]],
+              majority: dict[str, Figures] | None = None) -> dict[str, object]:
+    """Fine-tuning runs, one per seed, as a metrics file holds them for `dvc metrics show`: on
+    the first of `splits`, each metric's median over seeds (`accuracy`), its min and max
+    (`accuracy_min`, `accuracy_max`), the majority-class score (`majority_accuracy`) where
+    `majority` has it, and each seed's (`by_seed.<seed>.accuracy`); each other split the same
+    under its name (`dev_mismatched.accuracy`). `by_seed`: seed -> split -> metric -> value."""
+
+    def on(split: str) -> dict[str, object]:
+        figures: dict[str, object] = {}
+        for metric in metrics:
+            values = [by_seed[seed][split][metric] for seed in by_seed]
+            figures |= {metric: round(float(np.median(values)), 2),
+                        f"{metric}_min": round(min(values), 2),
+                        f"{metric}_max": round(max(values), 2)}
+            if majority is not None and metric in majority.get(split, {}):
+                figures[f"majority_{metric}"] = round(majority[split][metric], 2)
+        figures["by_seed"] = {str(seed): {m: round(by_seed[seed][split][m], 2) for m in metrics}
+                              for seed in by_seed}
+        return figures
+
+    first, *others = splits
+    return {"split": first, **on(first), **{split: on(split) for split in others}}

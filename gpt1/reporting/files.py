@@ -1,0 +1,115 @@
+"""The files a run's report reads: every stage's metrics file, the stage records, the pretraining
+curves (dvclive) and the text the pretrained model wrote, as they lie under a checkout."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from gpt1.config import Params
+
+Result = dict[str, Any]  # one metrics file, as read
+
+CURVES = ("train", "val")  # dvclive's loss series: plots/metrics/<split>/loss.tsv
+
+
+@dataclass(frozen=True)
+class RunFiles:
+    """Where a checkout's stages write what the report reads (tasks.paths.RUN_FILES), relative
+    to its root."""
+
+    pretrain: Path  # metrics/pretrain.json
+    pretrain_lstm: Path  # metrics/pretrain_lstm.json
+    pretrain_live: Path  # dvclive/pretrain
+    lm_eval: Path  # metrics/lm_eval.json
+    generated: Path  # artifacts/lm_eval/generated.json
+    finetune: Path  # metrics/finetune/<task>.json
+    ablation: Path  # metrics/ablation/<variant>/<task>.json
+    transfer: Path  # metrics/transfer/<task>.json
+    zero_shot: Path  # metrics/zero_shot/<task>.json
+    stages: Path  # metrics/stages/<stage>.json, <stage>/<key>.json
+    pretrain_model: Path  # artifacts/pretrain
+    finetune_models: Path  # artifacts/finetune/<task>
+
+
+@dataclass(frozen=True)
+class RunData:
+    """Every file of a run the report reads, as read: JSON as dicts, in the order params names
+    the tasks and variants."""
+
+    pretrain: Result
+    pretrain_lstm: Result | None  # None where the file is absent
+    lm_eval: Result
+    finetune: dict[str, Result]  # task -> metrics/finetune/<task>.json
+    ablation: dict[str, dict[str, Result]]  # variant -> task -> metrics/ablation/<v>/<task>.json
+    transfer: dict[str, Result]  # task -> metrics/transfer/<task>.json
+    zero_shot: dict[str, Result]  # task -> metrics/zero_shot/<task>.json
+    stages: list[Result]  # each stage record found (tasks.stage.write_stage_record)
+    curves: pl.DataFrame  # the pretraining loss by step: split (train, val), step, loss
+    generated: Result | None  # the text the pretrained model wrote; None where absent
+
+
+def read_json(path: Path, stage: str) -> Result:
+    """A metrics file; FileNotFoundError saying which stage writes it where it is absent."""
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: not found (run {stage} first)")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{path}: not JSON ({err}): run {stage} again") from None
+
+
+def _optional(path: Path, stage: str) -> Result | None:
+    return read_json(path, stage) if path.is_file() else None
+
+
+def read_curves(live: Path) -> pl.DataFrame:
+    """The train and val loss dvclive logged by step (none for an imported model)."""
+    frames = []
+    for split in CURVES:
+        tsv = live / "plots" / "metrics" / split / "loss.tsv"
+        if tsv.is_file():
+            frames.append(pl.read_csv(tsv, separator="\t", columns=["step", "loss"],
+                                      schema_overrides={"step": pl.Int64, "loss": pl.Float64})
+                          .select(pl.lit(split).alias("split"), "step", "loss"))
+    empty = pl.DataFrame(schema={"split": pl.Utf8, "step": pl.Int64, "loss": pl.Float64})
+    return pl.concat([empty, *frames]) if frames else empty
+
+
+def read_stage_records(folder: Path) -> list[Result]:
+    """Every stage record under `folder`, oldest first."""
+    records = [json.loads(p.read_text(encoding="utf-8")) for p in sorted(folder.rglob("*.json"))]
+    return sorted(records, key=lambda r: r.get("finished") or "")
+
+
+def read_finetune(params: Params, files: RunFiles, root: Path = Path()) -> dict[str, Result]:
+    """Every registry task's metrics/finetune/<task>.json under `root`."""
+    return {task: read_json(root / files.finetune / f"{task}.json", f"finetune@{task}")
+            for task in params.tasks}
+
+
+def read_run(params: Params, files: RunFiles, root: Path = Path()) -> RunData:
+    """The files under `root` of every stage params declares; FileNotFoundError, naming the
+    stage to run, for a metrics file that is absent."""
+    analysis = params.analysis
+    return RunData(
+        pretrain=read_json(root / files.pretrain, "pretrain"),
+        pretrain_lstm=_optional(root / files.pretrain_lstm, "pretrain_lstm"),
+        lm_eval=read_json(root / files.lm_eval, "lm_eval"),
+        finetune=read_finetune(params, files, root),
+        ablation={variant: {task: read_json(root / files.ablation / variant / f"{task}.json",
+                                            f"ablation@{variant}-{task}")
+                            for task in analysis.ablation.tasks}
+                  for variant in analysis.ablation.variants},
+        transfer={task: read_json(root / files.transfer / f"{task}.json", f"transfer@{task}")
+                  for task in analysis.transfer.tasks},
+        zero_shot={task: read_json(root / files.zero_shot / f"{task}.json", f"zero_shot@{task}")
+                   for task in analysis.zero_shot.tasks},
+        stages=read_stage_records(root / files.stages),
+        curves=read_curves(root / files.pretrain_live),
+        generated=_optional(root / files.generated, "lm_eval"),
+    )

@@ -1,0 +1,252 @@
+"""Every metrics file of a run as one long polars table, one figure a row, and the aggregations
+the report shows: medians, minima and maxima over seeds, and the pivots of Table 5 and Figure 2.
+
+A row's columns say where its figure comes from: `stage`; the `task`; the `variant` (an
+ablation's variant, a zero-shot trunk, or a baseline: `majority` class, `unigram` frequencies,
+`chance`); the `train_size` fine-tuned on; the pretrained `layers` transferred; the pretraining
+`step` of a zero-shot snapshot; the `seed` and `epoch` of a fine-tuning run; the `split` scored;
+the `metric`; its `value`. A column that does not apply is null."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import polars as pl
+
+from gpt1.config import TaskParams
+from gpt1.reporting.files import Result, RunData
+
+SCHEMA: dict[str, Any] = {"stage": pl.Utf8, "task": pl.Utf8, "variant": pl.Utf8,
+                          "train_size": pl.Int64, "layers": pl.Int64, "step": pl.Int64,
+                          "seed": pl.Int64, "epoch": pl.Int64, "split": pl.Utf8,
+                          "metric": pl.Utf8, "value": pl.Float64}
+SKIPPED_SCHEMA: dict[str, Any] = {"stage": pl.Utf8, "task": pl.Utf8, "variant": pl.Utf8,
+                                  "reason": pl.Utf8}
+# what identifies a figure once the seeds are aggregated
+KEYS = ["stage", "task", "variant", "train_size", "layers", "step", "split", "metric"]
+
+PRETRAIN_FACTS = ("steps", "tokens", "parameters", "seconds", "tokens_per_second", "mfu")
+HELDOUT_FIGURES = ("tokens", "words", "loss", "perplexity", "word_loss", "word_perplexity")
+
+Row = dict[str, Any]
+
+
+def _row(**cells: Any) -> Row:
+    return {column: cells.get(column) for column in SCHEMA}
+
+
+def pretrain_rows(stage: str, result: Result | None) -> Iterator[Row]:
+    """A pretraining stage's figures: train and val loss, val perplexity, the unigram baseline
+    (variant `unigram`), and its facts (steps, tokens, parameters, seconds, tokens/s, MFU)."""
+    if result is None or not result["run"]:
+        return
+    for split, metric, key in (("train", "loss", "train_loss"), ("val", "loss", "val_loss"),
+                               ("val", "perplexity", "val_perplexity")):
+        if result.get(key) is not None:
+            yield _row(stage=stage, split=split, metric=metric, value=result[key])
+    if result.get("unigram_val_loss") is not None:
+        yield _row(stage=stage, variant="unigram", split="val", metric="loss",
+                   value=result["unigram_val_loss"])
+    for fact in PRETRAIN_FACTS:
+        if result.get(fact) is not None:
+            yield _row(stage=stage, metric=fact, value=result[fact])
+
+
+def lm_eval_rows(result: Result) -> Iterator[Row]:
+    """The held-out text's figures per file (split: its path under the data root, or `all`),
+    with the unigram baseline's loss (variant `unigram`)."""
+    for split, figures in [*result["files"].items(), ("all", result["all"])]:
+        for metric in HELDOUT_FIGURES:
+            yield _row(stage="lm_eval", split=split, metric=metric, value=figures[metric])
+        if figures.get("unigram_loss") is not None:
+            yield _row(stage="lm_eval", variant="unigram", split=split, metric="loss",
+                       value=figures["unigram_loss"])
+
+
+def run_rows(runs: list[Result], **keys: Any) -> Iterator[Row]:
+    """Fine-tuning runs, one per seed (a metrics file's `runs`): every dev figure after every
+    epoch, and the training loss (split `train`, metric `loss`)."""
+    for run in runs:
+        for epoch in run["epochs"]:
+            at = {**keys, "seed": run["seed"], "epoch": epoch["epoch"]}
+            yield _row(**at, split="train", metric="loss", value=epoch["train_loss"])
+            for split, figures in epoch["dev"].items():
+                for metric, value in figures.items():
+                    yield _row(**at, split=split, metric=metric, value=value)
+
+
+def finetune_rows(task: str, result: Result) -> Iterator[Row]:
+    """A finetune@<task> file: its runs, and the majority-class score of each eval split
+    (variant `majority`) where the file has one."""
+    train_size = result["train_examples"]
+    yield from run_rows(result["runs"], stage="finetune", task=task, train_size=train_size)
+    for split in result["eval_examples"]:  # the eval splits, in order
+        figures = result if split == result["split"] else result[split]
+        for metric in result["metrics"]:
+            if f"majority_{metric}" in figures:
+                yield _row(stage="finetune", task=task, variant="majority",
+                           train_size=train_size, split=split, metric=metric,
+                           value=figures[f"majority_{metric}"])
+
+
+def ablation_rows(variant: str, task: str, result: Result) -> Iterator[Row]:
+    for key in result["sizes"]:
+        size = result[key]
+        yield from run_rows(size["runs"], stage="ablation", task=task, variant=variant,
+                            train_size=size["train_examples"])
+
+
+def transfer_rows(task: str, result: Result) -> Iterator[Row]:
+    for k in range(result["n_layer"] + 1):
+        if (layer := result.get(f"layers_{k}")) is not None:
+            yield from run_rows(layer["runs"], stage="transfer", task=task, layers=k,
+                                train_size=result["train_examples"])
+
+
+def zero_shot_rows(task: str, result: Result) -> Iterator[Row]:
+    """Each trunk's score (variant: the trunk) at each pretraining snapshot (step), and the
+    task's chance level (variant `chance`)."""
+    at = {"stage": "zero_shot", "task": task, "split": result["split"],
+          "metric": result["metric"]}
+    yield _row(**at, variant="chance", value=result["chance"])
+    for trunk, curve in result["trunks"].items():
+        for step, score in zip(curve["steps"], curve["scores"], strict=True):
+            yield _row(**at, variant=trunk, step=step, value=score)
+
+
+@dataclass(frozen=True)
+class Results:
+    """A run's figures: `values`, the long table (SCHEMA), and `skipped`, what did not run
+    (stage, task, variant, reason)."""
+
+    values: pl.DataFrame
+    skipped: pl.DataFrame
+
+    def over_seeds(self) -> pl.DataFrame:
+        """`over_seeds(self.values)`."""
+        return over_seeds(self.values)
+
+
+def results(data: RunData) -> Results:
+    """Every metrics file of `data` in the long table, and what did not run."""
+    return collect(pretrain=data.pretrain, pretrain_lstm=data.pretrain_lstm,
+                   lm_eval=data.lm_eval, finetune=data.finetune, ablation=data.ablation,
+                   transfer=data.transfer, zero_shot=data.zero_shot)
+
+
+def collect(pretrain: Result | None = None, pretrain_lstm: Result | None = None,
+            lm_eval: Result | None = None, finetune: dict[str, Result] | None = None,
+            ablation: dict[str, dict[str, Result]] | None = None,
+            transfer: dict[str, Result] | None = None,
+            zero_shot: dict[str, Result] | None = None) -> Results:
+    """The long table of the metrics files given (task -> file; variant -> task -> file for the
+    ablations), and what did not run."""
+    rows: list[Row] = [*pretrain_rows("pretrain", pretrain),
+                       *pretrain_rows("pretrain_lstm", pretrain_lstm)]
+    skipped: list[Row] = []
+
+    def take(result: Result, rows_of: Iterator[Row], stage: str, task: str | None = None,
+             variant: str | None = None) -> None:
+        if result["run"]:
+            rows.extend(rows_of)
+        else:
+            skipped.append({"stage": stage, "task": task, "variant": variant,
+                            "reason": result["reason"]})
+
+    if lm_eval is not None:
+        take(lm_eval, lm_eval_rows(lm_eval), "lm_eval")
+    for task, result in (finetune or {}).items():
+        take(result, finetune_rows(task, result), "finetune", task)
+    for variant, files in (ablation or {}).items():
+        for task, result in files.items():
+            take(result, ablation_rows(variant, task, result), "ablation", task, variant)
+    for task, result in (transfer or {}).items():
+        take(result, transfer_rows(task, result), "transfer", task)
+    for task, result in (zero_shot or {}).items():
+        take(result, zero_shot_rows(task, result), "zero_shot", task)
+    return Results(pl.DataFrame(rows, schema=SCHEMA, orient="row"),
+                   pl.DataFrame(skipped, schema=SKIPPED_SCHEMA, orient="row"))
+
+
+def final_epochs(values: pl.DataFrame) -> pl.DataFrame:
+    """Each fine-tuning run's figures after its last epoch (rows without an epoch kept)."""
+    last = pl.col("epoch").max().over([*KEYS, "seed"])
+    return values.filter(pl.col("epoch").is_null() | (pl.col("epoch") == last))
+
+
+def over_seeds(values: pl.DataFrame) -> pl.DataFrame:
+    """One row per figure (KEYS, in their first order) after the last epoch: its median, min and
+    max over seeds, the number of seeds and which."""
+    return (final_epochs(values)
+            .group_by(KEYS, maintain_order=True)
+            .agg(median=pl.col("value").median(), min=pl.col("value").min(),
+                 max=pl.col("value").max(), seeds=pl.col("seed").drop_nulls().unique().sort())
+            .with_columns(n_seeds=pl.col("seeds").list.len()))
+
+
+def headline_metrics(tasks: dict[str, TaskParams]) -> pl.DataFrame:
+    """Each registry task's headline: the metric the paper reports (its first) on its first dev
+    split."""
+    return pl.DataFrame({"task": list(tasks), "metric": [t.metrics[0] for t in tasks.values()],
+                         "split": [t.eval_splits[0] for t in tasks.values()]})
+
+
+def headlines(summary: pl.DataFrame, tasks: dict[str, TaskParams], stage: str) -> pl.DataFrame:
+    """`summary`'s rows (over_seeds) of `stage` on each task's headline metric and split."""
+    return summary.filter(pl.col("stage") == stage).join(headline_metrics(tasks),
+                                                         on=["task", "metric", "split"],
+                                                         how="semi", maintain_order="left")
+
+
+def why_skipped(skipped: pl.DataFrame, stage: str, task: str | None = None,
+                variant: str | None = None) -> str | None:
+    """Why `stage` (for `task` and `variant`, where given) did not run; None if it ran."""
+    rows = skipped.filter(pl.col("stage") == stage)
+    if task is not None:
+        rows = rows.filter(pl.col("task") == task)
+    if variant is not None:
+        rows = rows.filter(pl.col("variant") == variant)
+    return rows["reason"][0] if rows.height else None
+
+
+def cell(median: float, low: float, high: float, seeds: int = 2) -> str:
+    """A figure over seeds as "median [min, max]", one decimal each; over one seed (or
+    none: a baseline), the figure alone."""
+    return f"{median:.1f}" if seeds <= 1 else f"{median:.1f} [{low:.1f}, {high:.1f}]"
+
+
+def table5(summary: pl.DataFrame, tasks: dict[str, TaskParams]) -> pl.DataFrame:
+    """Table 5 as ours: a row per variant that ran (in the order the summary has them), a
+    column per task and train size ("median [min, max]" of the task's headline metric over
+    seeds), columns named `<task>|<train_size>` in order of appearance."""
+    runs = (headlines(summary, tasks, "ablation")
+            .with_columns(column=pl.format("{}|{}", "task", "train_size"),
+                          cell=pl.struct("median", "min", "max", "n_seeds")
+                          .map_elements(lambda s: cell(s["median"], s["min"], s["max"],
+                                                       s["n_seeds"]),
+                                        return_dtype=pl.Utf8)))
+    if runs.is_empty():
+        return pl.DataFrame(schema={"variant": pl.Utf8})
+    return runs.pivot(on="column", index="variant", values="cell", aggregate_function="first",
+                      maintain_order=True)
+
+
+def transfer_medians(summary: pl.DataFrame, tasks: dict[str, TaskParams]) -> pl.DataFrame:
+    """Figure 2 (left) as a table: a row per task, a column per number of layers transferred
+    (`0`, `1`, ...), each the median over seeds of the task's headline metric."""
+    rows = headlines(summary, tasks, "transfer").sort("layers", maintain_order=True)
+    if rows.is_empty():
+        return pl.DataFrame(schema={"task": pl.Utf8})
+    return rows.pivot(on="layers", index="task", values="median", aggregate_function="first",
+                      maintain_order=True)
+
+
+def zero_shot_scores(values: pl.DataFrame) -> pl.DataFrame:
+    """Figure 2 (right) as a table: a row per trunk and snapshot step, a column per task."""
+    scores = values.filter((pl.col("stage") == "zero_shot") & pl.col("step").is_not_null())
+    if scores.is_empty():
+        return pl.DataFrame(schema={"variant": pl.Utf8, "step": pl.Int64})
+    return scores.pivot(on="task", index=["variant", "step"], values="value",
+                        aggregate_function="first", maintain_order=True)
