@@ -17,7 +17,6 @@ install-dev:
 # the report's headline table and where the report is.
 pipeline: install
 	$(BIN)/dvc repro
-	@echo
 	@cat reports/headline.txt
 	@echo "report: $(CURDIR)/reports/index.html (markdown: $(CURDIR)/reports/summary.md)"
 

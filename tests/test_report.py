@@ -162,9 +162,13 @@ def test_headline_text_is_short(run: Run) -> None:
     assert lines[0].startswith("gpt1 run report: preset tiny, the bundled synthetic sample")
     assert lines[0].endswith("2 min 02 s")  # 1.5 + 120.5 s
     assert lines[1].split() == ["result", "ours", "baseline", "paper"]
-    assert lines[3].startswith("pretraining val loss (nats/token)")
-    assert "SST-2 accuracy (dev)" in text
-    assert len(headline_rows(run)) == 8 and not lines[-1].startswith("(and")
+    # the losses, then Table 5's full against no_pretrain, then the tasks in registry order
+    assert [line.split("  ")[0] for line in lines[3:10]] == [
+        "pretraining val loss (nats/token)", "held-out text loss (nats/token)",
+        "Table 5: SST-2 accuracy, 1,000 train, full model",
+        "Table 5: SST-2 accuracy, 67,349 train, full model", "CoLA mcc (dev)",
+        "SST-2 accuracy (dev)", "MNLI accuracy (dev)"]
+    assert len(headline_rows(run)) == 8 and lines[-1] == "(and 1 more row in the report)"
     assert headline_text(run, FACTS, limit=5).splitlines()[-1] == \
         "(and 3 more rows in the report)"
 

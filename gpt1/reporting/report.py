@@ -212,11 +212,14 @@ def headline_section(run: Run) -> Section:
         "figures (Radford et al. 2018) are mostly test-set figures on the full datasets."])
 
 
-def headline_text(run: Run, facts: RunFacts, limit: int = 8) -> str:
+def headline_text(run: Run, facts: RunFacts, limit: int = 7) -> str:
     """The headline table as plain text for a terminal (`make pipeline` prints it): a title
-    line, the table's first `limit` rows, and how many more the report has."""
+    line, `limit` rows (the losses, then Table 5's full against no_pretrain, then the tasks),
+    and how many more the report has."""
     table = headline_table(run)
-    rows = table.rows[:limit]
+    ranked = sorted(table.rows, key=lambda r: 0 if "loss" in r[0] else
+                    1 if r[0].startswith("Table 5") else 2)
+    rows = ranked[:limit]
     header = ["result", "ours", "baseline", "paper"]
     widths = [max(len(c), *(len(r[i]) for r in rows)) if rows else len(c)
               for i, c in enumerate(header)]
