@@ -316,17 +316,17 @@ class SampleParams(Section):
     """A short text the pretrained model writes for the report (`gpt1.model.generate.sample`):
     seeded, so the same model writes the same text."""
 
-    prompt: str = Field(default="The rain fell steadily that evening, and", min_length=1)
-    tokens: int = Field(default=60, gt=0)  # tokens generated after the prompt
-    temperature: float = Field(default=0.8, ge=0)  # 0 picks the likeliest token
-    top_k: int | None = Field(default=40, gt=0)  # sample among the k likeliest (None: all)
-    seed: int = 1234
+    prompt: str = Field(min_length=1)
+    tokens: int = Field(gt=0)
+    temperature: float = Field(ge=0)
+    top_k: int | None = Field(gt=0)
+    seed: int
 
 
 class LMEvalParams(Section):
     files: list[UnderRoot] = Field(default_factory=list)  # held-out text: globs under the root
     batch_size: int = Field(gt=0)
-    sample: SampleParams = Field(default_factory=SampleParams)
+    sample: SampleParams
 
 
 Variant = Literal["full", "no_pretrain", "no_aux", "lstm"]

@@ -20,6 +20,7 @@ from gpt1.presets.edit import (
 )
 
 REPO_PARAMS = Path(__file__).resolve().parents[1] / "params.yaml"
+ANALYSIS_TASKS = tuple(f"analysis.{a}.tasks." for a in ("ablation", "transfer", "zero_shot"))
 
 
 @pytest.fixture()
@@ -55,7 +56,10 @@ def test_apply_changes_only_preset_keys_and_keeps_comments(params_copy: Path, na
     apply_preset(name, params_copy)
     after_text = params_copy.read_text()
     after = _flatten(read_yaml(after_text))  # re-read as load_params (and DVC) read it
-    assert set(after) == set(before)
+    # the analyses' task mappings the preset names are its own, whole; every other key stays
+    replaced = {k.rsplit(".", 1)[0] + "." for k in preset if k.startswith(ANALYSIS_TASKS)}
+    kept = {k: v for k, v in before.items() if not k.startswith(tuple(replaced))}
+    assert set(after) == set(kept) | set(preset)
     for key, value in after.items():
         assert value == (preset[key] if key in preset else before[key]), key
     assert _comments(after_text) == _comments(before_text)  # every comment, in order
@@ -93,7 +97,8 @@ def test_presets_are_valid_overlays() -> None:
     for name in available():
         preset = _flatten(load_preset(name))
         assert preset, name
-        assert set(preset) <= set(_flatten(base)), name
+        fixed = {k for k in preset if not k.startswith(ANALYSIS_TASKS)}  # those are task names
+        assert fixed <= set(_flatten(base)), name
 
 
 def test_unchanged_lines_stay_byte_identical(params_copy: Path) -> None:
@@ -198,3 +203,22 @@ def test_set_adds_keys_only_where_the_user_names_them(params_copy: Path) -> None
         update_params(params_copy, parse_assignments(["tasks.sst2.lables=[a, b]"]))
     with pytest.raises(ParamsError, match=r"tasks\.sst2\.overrides: unknown keys"):
         update_params(params_copy, parse_assignments(["tasks.sst2.overrides.speed=3"]))
+
+
+def test_a_preset_replaces_the_analyses_tasks_whole(params_copy: Path) -> None:
+    """books then default leaves default's analyses alone: SST-2, not books' Story Cloze and
+    RTE beside it (a merge would keep them)."""
+    apply_preset("books", params_copy)
+    assert set(load_params(params_copy).analysis.transfer.tasks) == {"story_cloze", "rte"}
+    apply_preset("default", params_copy)
+    analysis = load_params(params_copy).analysis
+    assert analysis.ablation.tasks == {"sst2": [500]}
+    assert analysis.transfer.tasks == {"sst2": 500}
+    assert analysis.zero_shot.tasks == {"sst2": "sentiment"}
+    assert params_copy.read_text() == REPO_PARAMS.read_text()  # back to what the repo ships
+
+
+def test_set_merges_into_the_analyses_tasks(params_copy: Path) -> None:
+    """`gpt1 set` names one key: the task mapping's other entries stay."""
+    update_params(params_copy, parse_assignments(["analysis.ablation.tasks.rte=[100]"]))
+    assert load_params(params_copy).analysis.ablation.tasks == {"sst2": [500], "rte": [100]}

@@ -7,7 +7,7 @@ from importlib import resources
 from pathlib import Path
 
 from ruamel.yaml import YAML, YAMLError
-from ruamel.yaml.comments import CommentedSeq
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
 from gpt1.atomic import atomic_file
 from gpt1.config import ParamsError, parse_params, read_yaml, yaml_error, yaml_problem
@@ -33,23 +33,40 @@ _OPEN_MAPPINGS = re.compile(r"tasks\.|tasks\.[^.]+\.(overrides|paper|files)\."
                             r"|analysis\.(ablation|transfer|zero_shot)\.tasks\.")
 
 
-def _overlay(target: dict, overlay: dict, where: str) -> None:
+def _inline(value: object) -> object:
+    """`value` as params.yaml writes lists and the task mappings: inline."""
+    if isinstance(value, dict):
+        node: CommentedMap | CommentedSeq = CommentedMap({k: _inline(v) for k, v in value.items()})
+    elif isinstance(value, list):
+        node = CommentedSeq([_inline(v) for v in value])
+    else:
+        return value
+    node.fa.set_flow_style()
+    return node
+
+
+# The mappings a preset replaces whole, so that its analyses run exactly its own tasks.
+_PRESET_MAPPINGS = re.compile(r"analysis\.(ablation|transfer|zero_shot)\.tasks\.")
+
+
+def _overlay(target: dict, overlay: dict, where: str = "",
+             replace: re.Pattern[str] | None = None) -> None:
+    """Set `overlay`'s keys in `target`, merging mappings, except those `replace` matches."""
     for key, value in overlay.items():
         if key not in target and not _OPEN_MAPPINGS.fullmatch(where):
             raise ParamsError(f"params key {where}{key} does not exist")
-        if isinstance(value, dict):
-            _overlay(target[key], value, f"{where}{key}.")
-        elif isinstance(value, list):
-            seq = CommentedSeq(value)
-            seq.fa.set_flow_style()  # lists in params.yaml are written inline
-            target[key] = seq
+        inner = f"{where}{key}."
+        if (isinstance(value, dict) and key in target
+                and not (replace and replace.fullmatch(inner))):
+            _overlay(target[key], value, inner, replace)
         else:
-            target[key] = value
+            target[key] = _inline(value)
 
 
-def update_params(params_path: Path, overlay: dict) -> None:
-    """Set the (nested) keys of `overlay` in `params_path`, keeping its comments and order;
-    the result is validated before anything is written."""
+def update_params(params_path: Path, overlay: dict, replace: re.Pattern[str] | None = None) -> None:
+    """Set the (nested) keys of `overlay` in `params_path`, keeping its comments and order (the
+    mappings `replace` matches are replaced whole); the result is validated before anything is
+    written."""
     yaml_rt = YAML()
     yaml_rt.preserve_quotes = True
     yaml_rt.width = 4096  # never re-flow a long line of params.yaml
@@ -66,7 +83,7 @@ def update_params(params_path: Path, overlay: dict) -> None:
     if not isinstance(data, dict):
         raise ParamsError(f"{params_path}: expected a mapping of sections, found "
                           f"{type(data).__name__}")
-    _overlay(data, overlay, "")
+    _overlay(data, overlay, "", replace)
     parse_params(data, params_path)
     with atomic_file(params_path) as tmp, tmp.open("w", encoding="utf-8") as fh:
         yaml_rt.dump(data, fh)
@@ -74,7 +91,7 @@ def update_params(params_path: Path, overlay: dict) -> None:
 
 def apply_preset(name: str, params_path: Path) -> None:
     """Overlay preset `name` onto `params_path` in place."""
-    update_params(params_path, load_preset(name))
+    update_params(params_path, load_preset(name), _PRESET_MAPPINGS)
 
 
 def nest(dotted: dict[str, object]) -> dict:
