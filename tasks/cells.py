@@ -12,9 +12,9 @@ from typing import Any
 
 from gpt1.config import Params, TaskParams
 from gpt1.corpus.bpe import GPT1Tokenizer
+from gpt1.downstream.tuning import Split, load_splits, run_seed, summary
 from gpt1.model.registry import load_config
 from gpt1.model.trunk import Trunk
-from tasks.finetune import Split, load_splits, run_seed, summary
 from tasks.paths import PRETRAIN_DIR, RAW_TASKS
 
 log = logging.getLogger("tasks.cells")
@@ -42,7 +42,7 @@ def load_cell(params: Params, task: str) -> Cell | str:
     spec = params.tasks[task]
     tok = GPT1Tokenizer.load(PRETRAIN_DIR / "tokenizer.json")
     n_ctx = load_config(PRETRAIN_DIR / "config.json").n_ctx
-    splits = load_splits(task, spec, ["train", *spec.eval_splits], tok, n_ctx)
+    splits = load_splits(RAW_TASKS / task, spec, ["train", *spec.eval_splits], tok, n_ctx)
     data = {split: d if split == "train" else d.head(params.analysis.max_dev_examples)
             for split, d in splits.items()}
     log.info("%s: %s examples", spec.title,
@@ -54,8 +54,8 @@ def fine_tune_cell(params: Params, cell: Cell, trunk_for_seed: Callable[[int], T
                    lm_coef: float | None = None) -> dict[str, Any]:
     """Fine-tune `trunk_for_seed(seed)` on `cell` once per seed of `analysis.seeds` with
     `finetune.train` and the task's overrides (`lm_coef`, where given, for λ): the dev figures'
-    median, min and max over seeds and each seed's (`tasks.finetune.summary`), and each run's
-    curves."""
+    median, min and max over seeds and each seed's (`gpt1.downstream.tuning.summary`), and each
+    run's curves."""
     runs = []
     for seed in params.analysis.seeds:
         cfg = params.finetune.for_task(cell.spec, seed)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import subprocess
 import sys
@@ -20,10 +21,21 @@ def _stage_body(name: str) -> dict:
     return stage["do"] if "foreach" in stage else stage  # a matrix stage's body is itself
 
 
+def _deferred_imports(module: str) -> list[str]:
+    """The modules `module`'s functions import when they run (a stage defers the import of its
+    heavy job until it knows it has work to do)."""
+    tree = ast.parse((REPO / (module.replace(".", "/") + ".py")).read_text(encoding="utf-8"))
+    return [node.module for function in ast.walk(tree)
+            if isinstance(function, ast.FunctionDef)
+            for node in ast.walk(function) if isinstance(node, ast.ImportFrom) and node.module]
+
+
 def _imported_project_files(module: str) -> set[str]:
-    """Project source files (relative paths) that importing `module` loads."""
+    """Project source files (relative paths) that importing `module` loads, with the modules
+    its functions import."""
+    modules = [module, *_deferred_imports(module)]
     code = (
-        f"import importlib, json, sys; importlib.import_module({module!r}); "
+        f"import importlib, json, sys; [importlib.import_module(m) for m in {modules!r}]; "
         "print(json.dumps([getattr(m, '__file__', None) for m in list(sys.modules.values())]))"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
