@@ -46,7 +46,7 @@ def _inline(value: object) -> object:
 
 
 # The mappings a preset replaces whole, so that its analyses run exactly its own tasks.
-_PRESET_MAPPINGS = re.compile(r"analysis\.(ablation|transfer|zero_shot)\.tasks\.")
+ANALYSIS_TASKS = re.compile(r"analysis\.(ablation|transfer|zero_shot)\.tasks\.")
 
 
 def _overlay(target: dict, overlay: dict, where: str = "",
@@ -91,7 +91,7 @@ def update_params(params_path: Path, overlay: dict, replace: re.Pattern[str] | N
 
 def apply_preset(name: str, params_path: Path) -> None:
     """Overlay preset `name` onto `params_path` in place."""
-    update_params(params_path, load_preset(name), _PRESET_MAPPINGS)
+    update_params(params_path, load_preset(name), ANALYSIS_TASKS)
 
 
 def nest(dotted: dict[str, object]) -> dict:
