@@ -36,7 +36,10 @@ log = logging.getLogger("tasks.lm_eval")  # run as __main__: named by its module
 
 
 def heldout_files(params: Params) -> list[Path]:
-    """The files `lm_eval.files` names; ValueError for one that pretraining reads too."""
+    """The files `lm_eval.files` names (none where it names none); ValueError for one that
+    pretraining reads too."""
+    if not params.lm_eval.files:
+        return []
     root = Path(params.ingest.root)
     files = corpus_files(root, params.lm_eval.files, "lm_eval.files")
     pretraining = set(corpus_files(root, params.ingest.corpus, "ingest.corpus"))
@@ -78,16 +81,16 @@ def write_sample(params: Params, model: Trunk, tokenizer: GPT1Tokenizer) -> None
 
 
 def run(params: Params) -> None:
+    files = heldout_files(params)  # checked first: bad params write nothing
     tokenizer = GPT1Tokenizer.load(PRETRAIN_DIR / "tokenizer.json")
     place = placement(params.pretrain.device, params.pretrain.precision)
     model = load_model(PRETRAIN_DIR).to(place.device)
     write_sample(params, model, tokenizer)
-    if not params.lm_eval.files:
+    if not files:
         reason = "no held-out text named (lm_eval.files)"
         write_text(LM_EVAL_METRICS, json.dumps({"run": False, "reason": reason}, indent=2) + "\n")
         log.info("nothing scored: %s", reason)
         return
-    files = heldout_files(params)
     # the unigram baseline is the frequencies of the text the model was pretrained on, which
     # only a model pretrained here has in the shards
     unigram = None

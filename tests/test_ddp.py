@@ -35,7 +35,7 @@ KNOBS = {
     "pretrain.device": "cpu", "pretrain.precision": "fp32", "pretrain.batch_size": BATCH,
     "pretrain.max_steps": STEPS, "pretrain.warmup_steps": 2, "pretrain.lr": 0.003,
     "pretrain.eval_every": 5, "pretrain.eval_batches": 2, "pretrain.log_every": 5,
-    "pretrain.checkpoint_every": 5, "pretrain.peak_tflops": 1.0,
+    "pretrain.checkpoint_every": 5, "pretrain.peak_tflops": 1.0, "pretrain.snapshots": [0, 5, 10],
 }
 # Each process runs the stage in its own folder; inputs and checkpoints are links to one
 # shared place, so whatever else appears in a folder is what that process wrote.

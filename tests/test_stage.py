@@ -56,7 +56,7 @@ def _run_stage(run: Callable[[Params], None], caplog: pytest.LogCaptureFixture) 
 def test_a_param_changed_while_the_stage_ran_fails_it(stage_dir: Path,
                                                       caplog: pytest.LogCaptureFixture) -> None:
     def edit_mid_run(params: Params) -> None:
-        assert params.pretrain.max_steps == 300  # what the stage trains with
+        assert params.pretrain.max_steps == 800  # what the stage trains with (params.yaml)
         update_params(Path("params.yaml"), nest({"pretrain.max_steps": 500}))
 
     assert _run_stage(edit_mid_run, caplog) == 2

@@ -43,7 +43,10 @@ def raw_params(**zero_shot: object) -> dict[str, Any]:
                           "max_dev_examples": 30})
     raw["finetune"]["tasks"] = "all"  # a task without data is recorded as not run
     raw["pretrain"].update({"device": "cpu", "precision": "fp32"})
-    raw["analysis"]["zero_shot"].update({"max_examples": CAP, "batch_size": 8, **zero_shot})
+    # every heuristic, on a task with sample data and one without (race)
+    raw["analysis"]["zero_shot"].update({"max_examples": CAP, "batch_size": 8, "tasks": {
+        "sst2": "sentiment", "cola": "acceptability", "story_cloze": "choice", "race": "choice"},
+        **zero_shot})
     return raw
 
 
