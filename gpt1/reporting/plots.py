@@ -19,6 +19,13 @@ TrunkCurves = dict[str, dict[str, Curve]]  # trunk -> task -> curve
 LINE_STYLES = {"solid": "-", "dashed": "--", "dotted": ":", "dash-dotted": "-."}  # per trunk
 
 
+
+def _save(fig: plt.Figure, title: str, path: Path) -> None:
+    """Title the figure, write it to `path` as a PNG and free it."""
+    fig.suptitle(title)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
 def plot_task_curves(title: str, metric: str, dev: dict[int, Curve], loss: dict[int, Curve],
                      path: Path) -> None:
     """Two panels, one line per seed: `metric` on the dev split and the training loss."""
@@ -32,9 +39,7 @@ def plot_task_curves(title: str, metric: str, dev: dict[int, Curve], loss: dict[
         axes.set_ylabel(label)
         axes.grid(alpha=0.3)
     left.legend(fontsize="small")
-    fig.suptitle(title)
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    _save(fig, title, path)
 
 
 def plot_transfer(curves: dict[str, list[Band]], path: Path) -> None:
@@ -50,9 +55,7 @@ def plot_transfer(curves: dict[str, list[Band]], path: Path) -> None:
     axes.set_ylabel("dev score (median, min-max over seeds)")
     axes.grid(alpha=0.3)
     axes.legend(fontsize="small")
-    fig.suptitle("Layers transferred")
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    _save(fig, "Layers transferred", path)
 
 
 def plot_zero_shot(normalised: TrunkCurves, above_chance: TrunkCurves, path: Path) -> None:
@@ -89,9 +92,7 @@ def plot_zero_shot(normalised: TrunkCurves, above_chance: TrunkCurves, path: Pat
         ax.set_ylabel(label)
         ax.grid(alpha=0.3)
     axes[0].axhline(1, color="grey", linewidth=0.8, linestyle="--")
-    fig.suptitle("Zero-shot behaviour over pretraining")
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    _save(fig, "Zero-shot behaviour over pretraining", path)
 
 
 def plot_pretraining(train: Curve, val: Curve, unigram: float | None, path: Path) -> None:
@@ -109,9 +110,7 @@ def plot_pretraining(train: Curve, val: Curve, unigram: float | None, path: Path
     axes.set_ylabel("loss (nats per token)")
     axes.grid(alpha=0.3)
     axes.legend(fontsize="small")
-    fig.suptitle("Pretraining loss")
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    _save(fig, "Pretraining loss", path)
 
 
 Bar = tuple[float, float, float]  # median, min, max over seeds
@@ -155,9 +154,7 @@ def plot_table5(ours: dict[str, dict[str, Bar]], paper: dict[str, dict[str, floa
     handles, labels = axes[0][0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncols=min(len(variants), 4),
                fontsize="small", frameon=False)
-    fig.suptitle("Ablations (Table 5)")
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    _save(fig, "Ablations (Table 5)", path)
 
 
 def plot_finetune(tasks: dict[str, dict[str, Bar | float]], path: Path) -> None:
@@ -169,6 +166,4 @@ def plot_finetune(tasks: dict[str, dict[str, Bar | float]], path: Path) -> None:
     _bars(axes, tasks, sources, "")
     axes.set_ylabel("dev score (headline metric)")
     axes.legend(fontsize="small")
-    fig.suptitle("Fine-tuning: ours beside the baselines and the paper")
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    _save(fig, "Fine-tuning: ours beside the baselines and the paper", path)
