@@ -7,7 +7,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 # runnable modules of bench/ that measure nothing, so no benchmark of `make bench`
-NOT_BENCHMARKS = {"pages"}  # writes docs/benchmarks.md from bench/results/
+NOT_BENCHMARKS = {"pages", "quickstart"}  # the docs page; the README's two commands, timed
 
 
 def test_make_bench_runs_every_benchmark() -> None:

@@ -17,7 +17,6 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-from sklearn.model_selection import train_test_split
 
 from gpt1.config import Family, TaskParams
 from gpt1.downstream.families import family_of
@@ -351,5 +350,8 @@ def holdout_split(table: pa.Table, size: int, seed: int) -> tuple[pa.Table, pa.T
     Story Cloze's 374 dev stories out of the 1,871 of the validation file: scikit-learn's
     `train_test_split(..., test_size=size, random_state=seed)` of the rows in file order, each
     part in the order it returns."""
+    # imported here: scikit-learn takes seconds to import, and only Story Cloze needs it
+    from sklearn.model_selection import train_test_split
+
     train, dev = train_test_split(np.arange(table.num_rows), test_size=size, random_state=seed)
     return table.take(train), table.take(dev)
