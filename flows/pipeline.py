@@ -29,7 +29,8 @@ def run_stages(repo_root: Path, target: str | None = None, force: bool = False) 
     with pipeline_lock(repo_root, params.flows.lock_timeout_seconds, name, logger.warning):
         stages = run_order(repo_root) if target is None else rerun_order(repo_root, target)
         forced = set() if not force else set(stages) if target is None else {target}
-        ran = {stage: run_stage(stage, repo_root, stage in forced) for stage in stages}
+        ran = {stage: run_stage(stage, repo_root, stage in forced,
+                                params.flows.lock_timeout_seconds) for stage in stages}
         publish_report(repo_root, params, ran)
     logger.info("stages run: %s", ", ".join(s for s, did in ran.items() if did) or "none")
     return ran

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 import subprocess
 import sys
@@ -14,21 +15,19 @@ import psutil
 from prefect import Task, task
 from prefect.logging import get_run_logger
 
+from flows.lock import PipelineBusy, wait_for_dvc
 from gpt1.config import FlowsParams
+from tasks.stage import verdict_path
 
 EXPECTED_FAILURE = 2  # a stage's exit code for bad input or params: retrying cannot help
+BUG = 1  # a stage's exit code for anything else: a traceback, and worth a retry
 STOP_GRACE_SECONDS = 60  # after SIGTERM, how long a stage gets to save its work (checkpoints)
 
-# What `dvc repro` prints: `ERROR: failed to reproduce 'ingest': failed to run: python -m
-# tasks.ingest, exited with 2` when a stage's command fails; tasks.stage's `stage ingest failed:
-# <why>` on bad input; `ERROR: failed to transfer '<md5>' - [Errno 28] No space left on
-# device: ...` for each output it could not copy into its cache, after which it still exits 0.
-COMMAND_EXIT = re.compile(r"failed to run: .*, exited with (-?\d+)\s*$")
-STAGE_ERROR = re.compile(r"\bstage \S+ failed: (.*\S)")
-DVC_ERROR = re.compile(r"^ERROR: (.*\S)")
+# The one line of DVC's output still read: DVC exits 0 after `ERROR: failed to transfer '<md5>'
+# - [Errno 28] No space left on device: ...` for each output it could not copy into its cache.
+# Its other lines only supply the words of a failure, never its verdict.
 CACHE_ERROR = re.compile(r"^ERROR: (failed to transfer .*\S)")
-# DVC's own check before the command runs: a dependency (ingest.root, say) does not exist
-MISSING_DEPENDENCY = re.compile(r"^ERROR: failed to reproduce '[^']+': \[Errno 2\] ")
+DVC_ERROR = re.compile(r"^ERROR: (.*\S)")
 
 
 class StageFailed(RuntimeError):
@@ -50,16 +49,21 @@ def _last(pattern: re.Pattern[str], lines: list[str]) -> str | None:
     return found[-1] if found else None
 
 
-def stage_failure(stage: str, returncode: int, lines: list[str]) -> StageFailed | None:
-    """How `dvc repro` of `stage` failed, judged by its exit code and output `lines`; None if
-    it did not."""
+def stage_failure(stage: str, returncode: int, verdict: dict[str, str] | None,
+                  lines: list[str], missing: Callable[[], list[str]]) -> StageFailed | None:
+    """How `dvc repro` of `stage` failed, None if it did not: judged by the verdict the stage's
+    command left (`tasks.stage.write_verdict`; None if the command did not run), DVC's exit
+    code, and, where DVC failed with no verdict, the stage's dependencies that are `missing`."""
+    if verdict is not None and verdict["verdict"] != "ok":
+        code = EXPECTED_FAILURE if verdict["verdict"] == "input_error" else BUG
+        return StageFailed(stage, code, verdict["message"])
     if returncode:
-        command_exit = _last(COMMAND_EXIT, lines)
-        if command_exit is not None:
-            returncode = int(command_exit)
-        elif any(MISSING_DEPENDENCY.search(line) for line in lines):
-            returncode = EXPECTED_FAILURE  # a missing input: retrying cannot help either
-        return StageFailed(stage, returncode, _last(STAGE_ERROR, lines) or _last(DVC_ERROR, lines))
+        gone = missing() if verdict is None else []
+        if gone:  # DVC checks them before the command runs: retrying cannot help
+            return StageFailed(stage, EXPECTED_FAILURE,
+                               f"{', '.join(gone)}: no such file or directory (a dependency of "
+                               "the stage in dvc.yaml)")
+        return StageFailed(stage, returncode, _last(DVC_ERROR, lines))
     cache_error = _last(CACHE_ERROR, lines)
     if cache_error is not None:
         return StageFailed(stage, None, f"DVC exited 0 but did not save every output in its "
@@ -68,11 +72,22 @@ def stage_failure(stage: str, returncode: int, lines: list[str]) -> StageFailed 
     return None
 
 
+def missing_dependencies(repo_root: Path, stage: str) -> list[str]:
+    """The dependencies of `stage` in dvc.yaml that do not exist, as DVC resolves them."""
+    from dvc.repo import Repo  # imported where it is needed: the flow's own process is light
+
+    with Repo(str(repo_root)) as repo:
+        (found,) = repo.stage.collect(f"{repo_root / 'dvc.yaml'}:{stage}")  # not cwd's
+        return [str(dep) for dep in found.deps if not dep.exists]
+
+
 def _transient(task, task_run, state) -> bool:  # Prefect's retry_condition_fn signature
     try:
         state.result()
     except StageFailed as err:
         return err.returncode != EXPECTED_FAILURE
+    except PipelineBusy:  # it already waited flows.lock_timeout_seconds: fail once
+        return False
     except Exception:
         return True
     return False
@@ -111,14 +126,19 @@ def _stop(proc: subprocess.Popen, log_line: Callable[[str], None], signal_it: bo
 
 
 @task(task_run_name="{stage}", retry_condition_fn=_transient)
-def run_stage(stage: str, repo_root: Path, force: bool = False) -> bool:
+def run_stage(stage: str, repo_root: Path, force: bool = False,
+              lock_timeout: float = 0) -> bool:
     """`dvc repro --single-item <stage>`: skipped when nothing it depends on changed, and
     recorded in dvc.lock and the DVC cache when it runs. Its output goes to the Prefect log.
-    Returns whether the stage ran. If the flow run is cancelled, the stage is stopped too."""
+    Returns whether the stage ran. If the flow run is cancelled, the stage is stopped too.
+    A DVC command someone else runs on the checkout is waited for, up to `lock_timeout` s."""
     logger = get_run_logger()
+    wait_for_dvc(repo_root, lock_timeout, logger.warning)
     cmd = [sys.executable, "-m", "dvc", "repro", "--single-item", stage,
            *(["--force"] if force else [])]
     logger.info("$ %s", " ".join(cmd[2:]))
+    verdict_file = verdict_path(repo_root, stage)
+    verdict_file.unlink(missing_ok=True)  # a verdict there now is an earlier run's
     proc = subprocess.Popen(cmd, cwd=repo_root, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, bufsize=1)
     lines: list[str] = []
@@ -141,10 +161,13 @@ def run_stage(stage: str, repo_root: Path, force: bool = False) -> bool:
     finally:
         if proc.stdout is not None:
             proc.stdout.close()
-    failure = stage_failure(stage, proc.returncode, lines)
+    verdict = json.loads(verdict_file.read_text()) if verdict_file.is_file() else None
+    failure = stage_failure(stage, proc.returncode, verdict, lines,
+                            lambda: missing_dependencies(repo_root, stage))
     if failure is not None:
         raise failure
-    return any(line.startswith("Running stage") for line in lines)
+    return verdict is not None  # the stage's command ran (DVC skips one whose inputs are as
+    # dvc.lock recorded them)
 
 
 def stage_runner(flows: FlowsParams) -> Task:

@@ -18,6 +18,8 @@ from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
+from gpt1.errors import InputError
+
 log = logging.getLogger(__name__)
 
 _AT_FDCWD = -100
@@ -128,24 +130,25 @@ def check_replaceable(dest: Path, names: Collection[str], force: bool = False) -
     """Refuse to replace `dest` with a directory unless it is absent, or a directory holding only
     files named in `names` (what the writer itself writes); `force` lifts the second rule."""
     if os.path.lexists(dest) and not dest.is_dir():
-        raise ValueError(f"{dest}: exists and is not a directory")
+        raise InputError(f"{dest}: exists and is not a directory")
     if force or not dest.is_dir():
         return
     foreign = sorted(entry.name for entry in dest.iterdir()
                      if entry.name not in names or not entry.is_file())
     if foreign:
         more = f" and {len(foreign) - 3} more" if len(foreign) > 3 else ""
-        raise ValueError(f"{dest}: holds {', '.join(foreign[:3])}{more}, which this command does "
+        raise InputError(f"{dest}: holds {', '.join(foreign[:3])}{more}, which this command does "
                          "not write; refusing to replace it (--force replaces it)")
 
 
 @contextmanager
 def _naming(dest: Path) -> Iterator[None]:
-    """An OSError that names no file (a write that found the disk full) names `dest`."""
+    """An OSError that names no file (a write that found the disk full) names `dest`; one
+    with a message of its own (`gpt1.errors.MissingInputError`: no strerror) is left as it is."""
     try:
         yield
     except OSError as err:
-        if err.filename is not None or err.errno is None:
+        if err.filename is not None or err.errno is None or err.strerror is None:
             raise
         raise OSError(err.errno, err.strerror, str(dest)) from err
 

@@ -9,14 +9,10 @@ from typing import Annotated
 
 import typer
 
-from gpt1.config import ParamsError
+from gpt1.errors import describe, is_input_error
 from gpt1.presets.edit import apply_preset, available, parse_assignments, update_params
 
 FORCE_HELP = "replace --out even if it holds files this command does not write"
-# What a command reports as one line on stderr and exit code 2: bad params, or a model or release
-# directory that is missing or malformed. Anything else is a bug and keeps its traceback.
-PARAMS_ERRORS = (ParamsError,)
-INPUT_ERRORS = (FileNotFoundError, ValueError)
 
 app = typer.Typer(no_args_is_help=True, add_completion=False,
                   help="GPT-1 pretraining and fine-tuning pipeline.")
@@ -28,12 +24,16 @@ def _root() -> None:
 
 
 @contextmanager
-def _fail_on(errors: tuple[type[Exception], ...]) -> Iterator[None]:
-    """Turn `errors` raised in the block into `error: <message>` on stderr and exit code 2."""
+def _input_errors() -> Iterator[None]:
+    """Bad input raised in the block (`gpt1.errors.is_input_error`: bad params, a model or
+    release directory missing or malformed, a full disk) becomes `error: <message>` on stderr
+    and exit code 2. Anything else is a bug and keeps its traceback."""
     try:
         yield
-    except errors as err:
-        typer.echo(f"error: {err}", err=True)
+    except (ValueError, OSError) as err:
+        if not is_input_error(err):
+            raise
+        typer.echo(f"error: {describe(err)}", err=True)
         raise typer.Exit(2) from None
 
 
@@ -43,7 +43,7 @@ def preset(
     params: Annotated[Path, typer.Option(help="the params file to rewrite")] = Path("params.yaml"),
 ) -> None:
     """Overlay a preset's size and training knobs onto params.yaml (comments are kept)."""
-    with _fail_on(PARAMS_ERRORS):
+    with _input_errors():
         apply_preset(name, params)
     typer.echo(f"{params}: preset {name!r} applied")
 
@@ -54,7 +54,7 @@ def set_params(
     params: Annotated[Path, typer.Option(help="the params file to rewrite")] = Path("params.yaml"),
 ) -> None:
     """Set params.yaml keys (values are YAML), validated before anything is written."""
-    with _fail_on(PARAMS_ERRORS):
+    with _input_errors():
         update_params(params, parse_assignments(assignments))
     typer.echo(f"{params}: set {', '.join(assignments)}")
 
@@ -75,7 +75,7 @@ def generate(
     from gpt1.model.generate import sample
     from gpt1.model.registry import load_model
 
-    with _fail_on(INPUT_ERRORS):
+    with _input_errors():
         tokenizer = GPT1Tokenizer.load(model / "tokenizer.json")
         net = load_model(model)
         prompt_ids = tokenizer.encode(TextCleaner()(prompt))
@@ -92,7 +92,7 @@ def export_hf(
     """Write a model as a HuggingFace OpenAIGPTLMHeadModel directory (from_pretrained loads it)."""
     from gpt1.interop import hf
 
-    with _fail_on(INPUT_ERRORS):
+    with _input_errors():
         hf.export_hf(model, out, force)
     typer.echo(f"{out}: written (openai-gpt)")
 
@@ -107,7 +107,7 @@ def import_hf(
     """Convert a HuggingFace openai-gpt checkpoint (bare, LM head or double heads) to ours."""
     from gpt1.interop import hf
 
-    with _fail_on(INPUT_ERRORS):
+    with _input_errors():
         ignored = hf.import_hf(hf_dir, out, force)
     if ignored:
         typer.echo(f"ignored (no place in our LM): {', '.join(ignored)}")
@@ -128,7 +128,7 @@ def import_openai(
     """Import OpenAI's released GPT-1 weights and BPE as a model directory (for generate)."""
     from gpt1.interop.openai import import_release
 
-    with _fail_on(INPUT_ERRORS):
+    with _input_errors():
         cfg = import_release(release, out, n_ctx=n_ctx, n_head=n_head, seed=seed, force=force)
     typer.echo(f"{out}: written ({cfg.n_layer} layers x {cfg.n_embd}, {cfg.n_head} heads, "
                f"{cfg.vocab_size} tokens, n_ctx {cfg.n_ctx})")

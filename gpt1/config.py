@@ -17,6 +17,8 @@ from pydantic import (
 )
 from ruamel.yaml import YAML, YAMLError
 
+from gpt1.errors import InputError
+
 DEFAULT_PARAMS = Path("params.yaml")
 _SUBKEY = re.compile(r"^[\w.]+: ")
 
@@ -441,7 +443,7 @@ class Params(Section):
         return list(self.tasks) if self.finetune.tasks == "all" else list(self.finetune.tasks)
 
 
-class ParamsError(ValueError):
+class ParamsError(InputError):
     """`params.yaml` is missing, unparsable or invalid; the message names the file and key."""
 
 

@@ -19,6 +19,7 @@ from typing import get_args
 
 from gpt1.atomic import write_text
 from gpt1.config import Params, Variant
+from gpt1.errors import InputError
 from gpt1.model.registry import load_model
 from gpt1.model.transfer import transfer_layers
 from gpt1.model.trunk import Trunk
@@ -44,9 +45,9 @@ def variant_trunk(variant: str, seed: int) -> Trunk:
 
 def run(params: Params, variant: str, task: str) -> None:
     if variant not in get_args(Variant):
-        raise ValueError(f"variant {variant!r}: expected one of {list(get_args(Variant))}")
+        raise InputError(f"variant {variant!r}: expected one of {list(get_args(Variant))}")
     if task not in params.analysis.ablation.tasks:
-        raise ValueError(f"task {task!r} is not in analysis.ablation.tasks "
+        raise InputError(f"task {task!r} is not in analysis.ablation.tasks "
                          f"({sorted(params.analysis.ablation.tasks)})")
     lstm_missing = not_run_reason(PRETRAIN_LSTM_DIR) if variant == "lstm" else None
     loaded = (f"the LSTM was not pretrained ({lstm_missing})" if lstm_missing is not None

@@ -9,6 +9,7 @@ import logging
 
 from gpt1.atomic import write_text
 from gpt1.config import Params
+from gpt1.errors import InputError
 from tasks.paths import FINETUNE_DIR, FINETUNE_METRICS, PRETRAIN_DIR, RAW_TASKS
 from tasks.stage import main, write_not_run
 
@@ -24,7 +25,7 @@ def record_not_run(name: str, reason: str) -> None:
 
 def run(params: Params, task: str) -> None:
     if task not in params.tasks:
-        raise ValueError(f"task {task!r} is not in the task registry (tasks: "
+        raise InputError(f"task {task!r} is not in the task registry (tasks: "
                          f"{sorted(params.tasks)})")
     status = json.loads((RAW_TASKS / task / "status.json").read_text())
     if not status["run"]:

@@ -14,6 +14,7 @@ from gpt1.config import Params, TaskParams
 from gpt1.corpus.books import corpus_files, read_book, split_documents
 from gpt1.corpus.documents import DOCUMENT_SCHEMA
 from gpt1.downstream.readers import holdout_split, missing_files, read_task_split, split_paths
+from gpt1.errors import InputError, MissingInputError
 from tasks.paths import RAW_CORPUS, RAW_TASKS
 from tasks.stage import main
 
@@ -58,7 +59,7 @@ def ingest_task(name: str, task: TaskParams, params: Params, root: Path,
         available, size = tables["train"].num_rows, task.holdout.size
         if size >= available:
             files = ", ".join(str(root / rel) for rel in split_paths(task, "train"))
-            raise ValueError(f"tasks.{name}.holdout.size: {size} dev rows would leave none for "
+            raise InputError(f"tasks.{name}.holdout.size: {size} dev rows would leave none for "
                              f"train: the train split ({files}) has {available} rows; hold out "
                              "fewer")
         tables["train"], tables["dev"] = holdout_split(tables["train"], size, task.holdout.seed)
@@ -86,7 +87,7 @@ def ingest_tasks(params: Params, root: Path, out: Path) -> None:
         elif missing:
             more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
             if explicit:
-                raise FileNotFoundError(f"task {name} (in finetune.tasks): data not found at "
+                raise MissingInputError(f"task {name} (in finetune.tasks): data not found at "
                                         f"{missing[0]}{more}; see tasks.{name}.files")
             status = {"run": False, "reason": f"data not found at {missing[0]}{more}"}
         else:
@@ -98,7 +99,7 @@ def ingest_tasks(params: Params, root: Path, out: Path) -> None:
 def run(params: Params) -> None:
     root = Path(params.ingest.root)
     if not root.is_dir():
-        raise FileNotFoundError(f"ingest.root: data root {root} is not a directory")
+        raise MissingInputError(f"ingest.root: data root {root} is not a directory")
     with atomic_dir(RAW_CORPUS) as tmp:
         ingest_corpus(params, root, tmp)
     with atomic_dir(RAW_TASKS) as tmp:

@@ -17,6 +17,7 @@ from gpt1.corpus.books import corpus_files, read_book, split_documents
 from gpt1.corpus.bpe import GPT1Tokenizer
 from gpt1.corpus.shards import cross_entropy, read_verified_split, unigram_log_probs
 from gpt1.corpus.text import TextCleaner
+from gpt1.errors import InputError
 from gpt1.model.generate import sample
 from gpt1.model.registry import load_model
 from gpt1.model.trunk import Trunk
@@ -44,7 +45,7 @@ def heldout_files(params: Params) -> list[Path]:
     files = corpus_files(root, params.lm_eval.files, "lm_eval.files")
     pretraining = set(corpus_files(root, params.ingest.corpus, "ingest.corpus"))
     if shared := [f.relative_to(root).as_posix() for f in files if f in pretraining]:
-        raise ValueError(f"lm_eval.files: {shared} are pretraining text (ingest.corpus): "
+        raise InputError(f"lm_eval.files: {shared} are pretraining text (ingest.corpus): "
                          "held-out text must be kept out of it")
     return files
 
@@ -70,8 +71,8 @@ def write_sample(params: Params, model: Trunk, tokenizer: GPT1Tokenizer) -> None
     prompt_ids = tokenizer.encode(TextCleaner()(cfg.prompt))
     try:
         new_ids = sample(model, prompt_ids, cfg.tokens, cfg.temperature, cfg.top_k, cfg.seed)
-    except ValueError as err:
-        raise ValueError(f"lm_eval.sample.prompt: {err}") from None
+    except InputError as err:
+        raise InputError(f"lm_eval.sample.prompt: {err}") from None
     record = {"model": PRETRAIN_DIR.as_posix(), **cfg.model_dump(),
               "prompt_as_read": tokenizer.decode(prompt_ids),
               "continuation": tokenizer.decode(new_ids)}
@@ -108,8 +109,8 @@ def run(params: Params) -> None:
         source = path.relative_to(root).as_posix()
         try:
             loss = text_loss(model, ids, words, params.lm_eval.batch_size, place)
-        except ValueError as err:
-            raise ValueError(f"{path}: {err}") from None
+        except InputError as err:
+            raise InputError(f"{path}: {err}") from None
         scored[source] = _figures(loss, None if unigram is None else cross_entropy(unigram, [ids]))
         streams.append(ids)
         losses.append(loss)

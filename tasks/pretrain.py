@@ -21,6 +21,7 @@ from gpt1.atomic import atomic_dir, write_text
 from gpt1.config import SOURCE_TITLES, Params, PretrainParams
 from gpt1.corpus.bpe import GPT1Tokenizer
 from gpt1.corpus.shards import read_verified_split, unigram_loss
+from gpt1.errors import InputError
 from gpt1.interop.source import import_pretrained
 from gpt1.model.lstm import LSTMConfig, width_for_parameters
 from gpt1.model.registry import build_trunk, save_model
@@ -213,7 +214,7 @@ def run(params: Params, trunk: str = "gpt1") -> None:
     manifest_text = (SHARDS_DIR / "manifest.json").read_text()
     manifest = json.loads(manifest_text)
     if manifest["vocab_size"] != tokenizer.vocab_size:
-        raise ValueError(f"{SHARDS_DIR}/manifest.json: vocab_size {manifest['vocab_size']} does "
+        raise InputError(f"{SHARDS_DIR}/manifest.json: vocab_size {manifest['vocab_size']} does "
                          f"not match {tokenizer_path} ({tokenizer.vocab_size}); re-run tokenize")
     splits = manifest["splits"]
     train = read_verified_split(SHARDS_DIR / "train", splits["train"]["shards"])

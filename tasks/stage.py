@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import errno
 import json
 import logging
 import os
@@ -16,17 +15,13 @@ from pathlib import Path
 
 from gpt1.atomic import atomic_dir, write_text
 from gpt1.config import Params, ParamsError, load_params, read_yaml
+from gpt1.errors import describe, is_input_error
 from tasks.paths import STAGE_RECORDS
 
 log = logging.getLogger(__name__)
 
-# Failures retrying cannot mend: bad input or params, a loss gone non-finite, the disk or the
-# permissions. They exit 2 with one line; anything else is a bug and keeps its traceback.
-EXPECTED_FAILURES = (ParamsError, ValueError, FloatingPointError, OSError)
-NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
-
-
 STATUS_FILE = "status.json"  # in an output folder of a stage that had nothing to do: why
+VERDICTS = Path(".dvc/tmp/gpt1-verdicts")  # per stage: how its command last ended
 
 
 def write_not_run(folder: Path, reason: str) -> None:
@@ -45,48 +40,62 @@ def not_run_reason(folder: Path) -> str | None:
     return None if recorded["run"] else recorded["reason"]
 
 
-def describe(err: BaseException) -> str:
-    """One line for an expected failure, naming the file where the error carries one."""
-    if isinstance(err, OSError) and err.errno in NO_SPACE:
-        where = f" writing {err.filename}" if err.filename else ""
-        detail = "" if err.strerror == os.strerror(err.errno) else f" ({err.strerror})"
-        return (f"no space left on device{where}{detail}: free some space and run the stage "
-                "again")
-    return str(err)
+def declared_params(root: Path, address: str) -> dict[str, list[str]]:
+    """The params the stage at `address` (`pretrain`, `finetune@sst2`, `ablation@full-sst2`)
+    declares, as DVC itself resolves them from its stage index (foreach, matrix and `${...}`
+    interpolation alike): each params file (relative to `root`) with its keys (none: the whole
+    file). These are the values DVC records in dvc.lock once the stage succeeds."""
+    # DVC is imported only here: a stage run by hand needs none of it
+    from dvc.dependency.param import ParamsDependency
+    from dvc.repo import Repo
+
+    with Repo(str(root)) as repo:
+        (stage,) = repo.stage.collect(f"{root / 'dvc.yaml'}:{address}")  # not cwd's
+    return {dep.def_path: list(dep.params) for dep in stage.deps
+            if isinstance(dep, ParamsDependency)}
 
 
-def declared_params(dvc_yaml: Path, address: str) -> list[str]:
-    """The params keys dvc.yaml declares for the stage at `address` (`pretrain`,
-    `finetune@sst2`): the values DVC records in dvc.lock once the stage succeeds."""
-    name, _, key = address.partition("@")
-    stage = read_yaml(dvc_yaml.read_text(encoding="utf-8"))["stages"].get(name)
-    if stage is None:
-        return []
-    body = stage["do"] if "foreach" in stage else stage
-    return [p.replace("${key}", key) for p in body.get("params", []) if isinstance(p, str)]
-
-
-def read_values(params_path: Path, keys: list[str]) -> dict[str, object]:
-    """`keys` (dotted) as params.yaml holds them now; a key that went missing reads None."""
-    raw = read_yaml(params_path.read_text(encoding="utf-8"))
-    values: dict[str, object] = {}
-    for dotted in keys:
-        node: object = raw
-        for part in dotted.split("."):
-            node = node.get(part) if isinstance(node, dict) else None
-        values[dotted] = node
+def read_values(root: Path, declared: dict[str, list[str]]) -> dict[tuple[str, str], object]:
+    """The `declared` params as their files under `root` hold them now, by (file, dotted key);
+    key "" is a whole file. A key or file that went missing reads None."""
+    values: dict[tuple[str, str], object] = {}
+    for name, keys in declared.items():
+        path = root / name
+        raw = read_yaml(path.read_text(encoding="utf-8")) if path.is_file() else None
+        for dotted in keys or [""]:
+            node: object = raw
+            for part in filter(None, dotted.split(".")):
+                node = node.get(part) if isinstance(node, dict) else None
+            values[(name, dotted)] = node
     return values
 
 
-def check_params_unchanged(params_path: Path, before: dict[str, object]) -> None:
-    """Fail if a key the stage read changed while it ran: DVC reads params.yaml after the
-    command ends, and would record the new value beside outputs made with the old one."""
-    after = read_values(params_path, list(before))
+def check_params_unchanged(root: Path, declared: dict[str, list[str]],
+                           before: dict[tuple[str, str], object]) -> None:
+    """Fail if a param the stage declares changed while it ran: DVC reads the params files after
+    the command ends, and would record the new value beside outputs made with the old one."""
+    after = read_values(root, declared)
     changed = [key for key in before if after[key] != before[key]]
     if changed:
-        raise ParamsError(f"{params_path}: {', '.join(changed)} changed while the stage ran; its "
-                          "outputs were made with the values it read at the start, so it fails "
-                          "rather than let dvc.lock record the new ones: run it again")
+        files = {name: [key for file, key in changed if file == name] for name, _ in changed}
+        what = "; ".join(f"{name}: {', '.join(keys)}" if any(keys) else name
+                         for name, keys in files.items())
+        raise ParamsError(f"{what} changed while the stage ran; its outputs were made with the "
+                          "values it read at the start, so it fails rather than let dvc.lock "
+                          "record the new ones: run it again")
+
+
+def verdict_path(root: Path, address: str) -> Path:
+    """Where the stage at `address` leaves its verdict for the flows: in DVC's scratch folder
+    (neither tracked nor an output), replaced by each run of its command."""
+    return root / VERDICTS / f"{address}.json"
+
+
+def write_verdict(root: Path, address: str, verdict: str, message: str = "") -> None:
+    """How the stage's command ended: `ok`, `input_error` (exit 2: nothing to retry) or `bug`
+    (a traceback, exit 1). The flows judge a stage by this, not by what DVC prints."""
+    write_text(verdict_path(root, address),
+               json.dumps({"stage": address, "verdict": verdict, "message": message}) + "\n")
 
 
 def record_path(address: str) -> Path:
@@ -130,7 +139,8 @@ def write_stage_record(address: str, seconds: float, root: Path) -> Path:
 
 def main(name: str, run: Callable[..., None], argv: list[str] | None = None,
          extra: Callable[[argparse.ArgumentParser], None] | None = None) -> None:
-    """Run stage `name`: `run(params, **extra_args)`; expected failures exit 2 with one message."""
+    """Run stage `name`: `run(params, **extra_args)`. Bad input (`gpt1.errors.is_input_error`)
+    exits 2 with one line; anything else is a bug, and keeps its traceback (exit 1)."""
     parser = argparse.ArgumentParser(prog=f"python -m tasks.{name}")
     parser.add_argument("--params", default="params.yaml", help="the params file to read")
     if extra is not None:
@@ -144,18 +154,27 @@ def main(name: str, run: Callable[..., None], argv: list[str] | None = None,
                         stream=sys.stderr)
     started = time.perf_counter()
     params_path = Path(args.pop("params"))
-    # run by DVC (which names the stage in DVC_STAGE): guard what dvc.lock will record
+    # run by DVC (which names the stage in DVC_STAGE): guard what dvc.lock will record, and
+    # leave the verdict the flows read
     address, dvc_root = os.environ.get("DVC_STAGE"), os.environ.get("DVC_ROOT")
+    root = Path(dvc_root) if address and dvc_root else None
     try:
         params: Params = load_params(params_path)
-        keys = (declared_params(Path(dvc_root) / "dvc.yaml", address)
-                if address and dvc_root else [])
-        read_at_start = read_values(params_path, keys)
+        declared = declared_params(root, address) if root and address else {}
+        read_at_start = read_values(root, declared) if root else {}
         run(params, **args)
-        check_params_unchanged(params_path, read_at_start)
-        if address and dvc_root:  # the record is one of the stage's DVC outputs
-            write_stage_record(address, time.perf_counter() - started, Path(dvc_root))
-    except EXPECTED_FAILURES as err:
-        log.error("stage %s failed: %s", name, describe(err))
+        if root and address:
+            check_params_unchanged(root, declared, read_at_start)
+            write_stage_record(address, time.perf_counter() - started, root)
+    except Exception as err:  # judged, recorded for the flows, and re-raised unless bad input
+        verdict = "input_error" if is_input_error(err) else "bug"
+        message = describe(err) if verdict == "input_error" else repr(err)
+        if root and address and main_process:
+            write_verdict(root, address, verdict, message)
+        if verdict == "bug":
+            raise
+        log.error("stage %s failed: %s", name, message)
         sys.exit(2)
+    if root and address and main_process:
+        write_verdict(root, address, "ok")
     log.info("stage %s done in %.1fs", name, time.perf_counter() - started)

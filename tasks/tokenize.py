@@ -11,6 +11,7 @@ from gpt1.corpus.bpe import GPT1Tokenizer
 from gpt1.corpus.encode import lopsided_split, tokenize_corpus
 from gpt1.corpus.parallel import describe
 from gpt1.corpus.shards import sha256_file, token_dtype
+from gpt1.errors import InputError
 from tasks.paths import BPE_DIR, CLEAN_DIR, SHARDS_DIR
 from tasks.stage import main, write_not_run
 
@@ -33,7 +34,7 @@ def run(params: Params) -> None:
         docs = {split: s.documents for split, s in splits.items()}
         for split, shards in splits.items():
             if not shards.shards:
-                raise ValueError(f"tokenize: the {split} split is empty ({docs} documents); "
+                raise InputError(f"tokenize: the {split} split is empty ({docs} documents); "
                                  "add text or lower tokenize.val_every")
         warning = lopsided_split(splits, params.tokenize.val_every)
         if warning:

@@ -11,6 +11,7 @@ import logging
 
 from gpt1.atomic import write_text
 from gpt1.config import Params
+from gpt1.errors import InputError
 from gpt1.model.registry import load_model
 from gpt1.model.transfer import transfer_layers
 from gpt1.model.transformer import GPT1
@@ -26,7 +27,7 @@ SHARED = ("train_examples", "eval_examples", "lm_coef", "metrics", "seeds")
 
 def run(params: Params, task: str) -> None:
     if task not in params.analysis.transfer.tasks:
-        raise ValueError(f"task {task!r} is not in analysis.transfer.tasks "
+        raise InputError(f"task {task!r} is not in analysis.transfer.tasks "
                          f"({sorted(params.analysis.transfer.tasks)})")
     loaded = load_cell(params, task)
     out = TRANSFER_METRICS / f"{task}.json"
@@ -38,7 +39,7 @@ def run(params: Params, task: str) -> None:
     cell = loaded.at_size(params.analysis.transfer.tasks[task])
     pretrained = load_model(PRETRAIN_DIR)
     if not isinstance(pretrained, GPT1):
-        raise ValueError(f"{PRETRAIN_DIR}: layers are transferred from a GPT-1 model, not a "
+        raise InputError(f"{PRETRAIN_DIR}: layers are transferred from a GPT-1 model, not a "
                          f"{pretrained.config.model_type}")
     n_layer = pretrained.config.n_layer
     layers, shared = {}, {}

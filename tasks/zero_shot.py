@@ -30,6 +30,7 @@ from gpt1.downstream.zero_shot import (
     ZeroShotTask,
     zero_shot_score,
 )
+from gpt1.errors import InputError
 from gpt1.model.registry import load_model
 from gpt1.training.checkpoint import snapshot_folders
 from gpt1.training.device import Placement, autocast, placement
@@ -56,13 +57,13 @@ def check_heuristic(name: str, task: TaskParams, heuristic: Heuristic) -> None:
     here."""
     key = f"analysis.zero_shot.tasks.{name}"
     if task.family != FAMILY[heuristic]:
-        raise ValueError(f"{key}: the {heuristic} heuristic answers {FAMILY[heuristic]} tasks; "
+        raise InputError(f"{key}: the {heuristic} heuristic answers {FAMILY[heuristic]} tasks; "
                          f"{name} is {task.family}")
     if heuristic != "choice" and len(task.labels or []) != 2:
-        raise ValueError(f"{key}: the {heuristic} heuristic answers two-label tasks; {name} has "
+        raise InputError(f"{key}: the {heuristic} heuristic answers two-label tasks; {name} has "
                          f"labels {task.labels}")
     if task.metrics[0] not in ("accuracy", "mcc"):
-        raise ValueError(f"{key}: {name} is scored by {task.metrics[0]}; the zero-shot stage "
+        raise InputError(f"{key}: {name} is scored by {task.metrics[0]}; the zero-shot stage "
                          "reports accuracy or mcc")
 
 
@@ -154,7 +155,7 @@ def run(params: Params, task: str) -> None:
     started = time.perf_counter()
     cfg = params.analysis.zero_shot
     if task not in cfg.tasks:
-        raise ValueError(f"task {task!r} is not in analysis.zero_shot.tasks ({sorted(cfg.tasks)})")
+        raise InputError(f"task {task!r} is not in analysis.zero_shot.tasks ({sorted(cfg.tasks)})")
     spec, heuristic = params.tasks[task], cfg.tasks[task]
     check_heuristic(task, spec, heuristic)
     out = ZERO_SHOT_METRICS / f"{task}.json"

@@ -1,4 +1,5 @@
-"""flows.lock: flow runs on one checkout take turns, and a dead holder never blocks the next."""
+"""flows.lock: flow runs on one checkout take turns, a dead holder never blocks the next, and a
+`dvc repro` started by hand is waited for."""
 
 from __future__ import annotations
 
@@ -10,9 +11,11 @@ import time
 from pathlib import Path
 
 import pytest
+from dvc.repo import Repo
 
-from flows.lock import LOCK_FILE, PipelineBusy, pipeline_lock
+from flows.lock import LOCK_FILE, PipelineBusy, dvc_holders, pipeline_lock, wait_for_dvc
 from tests.conftest import copy_repo, edit_params, run
+from tests.test_flow_stages import retried
 
 HOLD = """
 import sys, time
@@ -87,3 +90,32 @@ def test_a_flow_reads_dvc_yaml_only_once_it_holds_the_lock(tmp_path: Path) -> No
     assert proc.returncode != 0, log
     assert "PipelineBusy" in log and "full-pipeline/holder" in log, log
     assert "dvc.lock" not in log, log
+
+
+def test_a_flow_waits_for_a_dvc_repro_started_by_hand(tmp_path: Path) -> None:
+    """A real `dvc repro` whose stage is running holds DVC's locks: the flow's stage names its
+    PID and waits for it, or, past the timeout, fails once naming it (PipelineBusy is not
+    retried)."""
+    (tmp_path / "dvc.yaml").write_text(
+        "stages:\n  slow:\n    cmd: python -c \"import time; time.sleep(4); "
+        "open('out.txt', 'w').write('x')\"\n    outs:\n      - out.txt\n")
+    Repo.init(str(tmp_path), no_scm=True).close()
+    manual = subprocess.Popen([sys.executable, "-m", "dvc", "repro"], cwd=tmp_path,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while not dvc_holders(tmp_path) and manual.poll() is None:
+            assert time.monotonic() < deadline, "dvc repro never took its locks"
+            time.sleep(0.05)
+        holders = dvc_holders(tmp_path)
+        assert any(h.startswith(f"PID {manual.pid}: ") for h in holders), holders
+        with pytest.raises(PipelineBusy, match=rf"DVC is busy \(.*PID {manual.pid}: .*\) after "
+                                               r"0.2 s \(flows.lock_timeout_seconds\)"):
+            wait_for_dvc(tmp_path, 0.2, lambda _: None, poll=0.05)
+        assert not retried(PipelineBusy("busy"))
+        told: list[str] = []
+        wait_for_dvc(tmp_path, 60, told.append, poll=0.1)
+        assert manual.wait(timeout=60) == 0 and not dvc_holders(tmp_path)
+        assert len(told) == 1 and f"PID {manual.pid}" in told[0]
+    finally:
+        manual.kill()

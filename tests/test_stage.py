@@ -1,5 +1,6 @@
-"""tasks.stage: the shell every stage runs in — one-line errors with exit code 2, and params
-that change under a running stage fail it rather than reach dvc.lock."""
+"""tasks.stage: the shell every stage runs in — bad input in one line with exit code 2, bugs with
+their traceback, the verdict the flows read, and params that change under a running stage fail
+it rather than reach dvc.lock."""
 
 from __future__ import annotations
 
@@ -9,37 +10,47 @@ import json
 import logging
 import shutil
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from dvc.repo import Repo
 
 from gpt1.config import Params
+from gpt1.downstream.glue import DataFormatError
 from gpt1.presets.edit import nest, update_params
+from gpt1.training.divergence import TrainingDiverged
 from tasks.stage import (
     checkout_commit,
     declared_params,
     main,
     record_path,
+    verdict_path,
     write_stage_record,
 )
-from tests.conftest import REPO
+from tests.conftest import REPO, run
 
 
-def test_declared_params_are_dvc_yamls() -> None:
-    dvc_yaml = REPO / "dvc.yaml"
-    assert declared_params(dvc_yaml, "pretrain") == ["model", "pretrain"]
-    assert declared_params(dvc_yaml, "finetune@sst2") == [
-        "finetune.seeds", "finetune.train", "tasks.sst2"]
-    assert declared_params(dvc_yaml, "no-such-stage") == []
+def test_declared_params_are_what_dvc_resolves_for_every_stage_form() -> None:
+    """Read against dvc.yaml's text: a plain stage, a foreach cell (${key}), a matrix cell
+    (${item.task})."""
+    assert declared_params(REPO, "pretrain") == {"params.yaml": ["model", "pretrain"]}
+    assert declared_params(REPO, "finetune@sst2") == {
+        "params.yaml": ["finetune.seeds", "finetune.train", "tasks.sst2"]}
+    ablation = declared_params(REPO, "ablation@no_aux-sst2")["params.yaml"]
+    assert {"analysis.ablation.tasks.sst2", "tasks.sst2"} <= set(ablation)
+    assert not any("$" in key or "None" in key for key in ablation)
 
 
 @pytest.fixture()
 def stage_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A checkout's dvc.yaml and params.yaml, and the environment DVC gives a stage's command."""
+    """A checkout's dvc.yaml and params.yaml in a DVC project, and the environment DVC gives a
+    stage's command."""
     for name in ("dvc.yaml", "params.yaml"):
         shutil.copy(REPO / name, tmp_path / name)
+    Repo.init(str(tmp_path), no_scm=True).close()
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("DVC_ROOT", str(tmp_path))
     monkeypatch.setenv("DVC_STAGE", "pretrain")
@@ -73,31 +84,59 @@ def test_a_param_the_stage_does_not_read_may_change(stage_dir: Path,
     assert "stage pretrain done" in caplog.text
 
 
+def _verdict(stage_dir: Path, address: str = "pretrain") -> dict[str, str]:
+    return json.loads(verdict_path(stage_dir, address).read_text())
+
+
 @pytest.mark.parametrize(("error", "message"), [
     (OSError(errno.ENOSPC, "No space left on device", "artifacts/x.pt"),
      "no space left on device writing artifacts/x.pt: free some space and run the stage again"),
     (OSError(errno.EACCES, "Permission denied", "data/raw"), "[Errno 13] Permission denied: "
                                                             "'data/raw'"),
-    (FloatingPointError("pretrain: the loss became nan at step 3"),
+    (TrainingDiverged("pretrain: the loss became nan at step 3"),
      "pretrain: the loss became nan at step 3"),
-    (ValueError("x.tsv:3: bad label"), "x.tsv:3: bad label"),
+    (DataFormatError("x.tsv:3: bad label"), "x.tsv:3: bad label"),
 ])
-def test_expected_failures_are_one_line_and_exit_2(stage_dir: Path,
-                                                   caplog: pytest.LogCaptureFixture,
-                                                   error: Exception, message: str) -> None:
+def test_bad_input_is_one_line_and_exit_2(stage_dir: Path, caplog: pytest.LogCaptureFixture,
+                                          error: Exception, message: str) -> None:
     def fail(params: Params) -> None:
         raise error
 
     assert _run_stage(fail, caplog) == 2
     assert f"stage pretrain failed: {message}" in caplog.text
+    assert _verdict(stage_dir) == {"stage": "pretrain", "verdict": "input_error",
+                                   "message": message}
 
 
-def test_a_bug_keeps_its_traceback(stage_dir: Path) -> None:
+@pytest.mark.parametrize("error", [ValueError("zip() argument 2 is shorter than argument 1"),
+                                   KeyError("oops"), AssertionError("invariant"),
+                                   OSError(errno.EIO, "Input/output error"),
+                                   FloatingPointError("overflow")])
+def test_a_bug_keeps_its_traceback(stage_dir: Path, error: Exception) -> None:
+    """Not the user's to fix: raised on (a traceback, exit 1 from Python), recorded as a bug."""
     def bug(params: Params) -> None:
-        raise KeyError("oops")
+        raise error
 
-    with pytest.raises(KeyError):
+    with pytest.raises(type(error)) as raised:
         main("pretrain", bug, argv=[])
+    assert raised.value is error
+    assert _verdict(stage_dir) == {"stage": "pretrain", "verdict": "bug",
+                                   "message": repr(error)}
+
+
+def test_an_injected_bug_exits_1_with_its_traceback(tmp_path: Path) -> None:
+    """Through the command a user types: a ValueError from deep inside a stage is a bug."""
+    script = tmp_path / "stage.py"
+    script.write_text("from tasks.stage import main\n\n"
+                      "def run(params):\n    raise ValueError('an internal invariant')\n\n"
+                      "main('pretrain', run)\n")
+    shutil.copy(REPO / "params.yaml", tmp_path / "params.yaml")
+    proc = run([sys.executable, str(script)], tmp_path, env={"PYTHONPATH": str(REPO)},
+               check=False)
+    assert proc.returncode == 1
+    assert "Traceback (most recent call last)" in proc.stderr
+    assert proc.stderr.rstrip().endswith("ValueError: an internal invariant")
+    assert "stage pretrain failed" not in proc.stderr
 
 
 def test_record_paths_group_foreach_and_matrix_stages() -> None:
@@ -115,6 +154,7 @@ def test_a_stage_that_succeeds_records_its_time(stage_dir: Path,
         time.sleep(0.3)
 
     assert _run_stage(slow, caplog) == 0
+    assert _verdict(stage_dir) == {"stage": "pretrain", "verdict": "ok", "message": ""}
     record = json.loads((stage_dir / "metrics/stages/pretrain.json").read_text())
     assert set(record) == {"stage", "seconds", "finished", "commit", "uncommitted_changes"}
     assert record["stage"] == "pretrain" and 0.3 <= record["seconds"] < 30
@@ -129,7 +169,7 @@ def test_a_failed_stage_records_nothing(stage_dir: Path, caplog: pytest.LogCaptu
     monkeypatch.setenv("DVC_STAGE", "finetune@sst2")
 
     def fail(params: Params) -> None:
-        raise ValueError("bad input")
+        raise DataFormatError("bad input")
 
     assert _run_stage(fail, caplog) == 2
     assert not (stage_dir / "metrics").exists()
@@ -140,6 +180,7 @@ def test_run_outside_dvc_records_nothing(stage_dir: Path, caplog: pytest.LogCapt
     monkeypatch.delenv("DVC_STAGE")
     assert _run_stage(lambda params: None, caplog) == 0
     assert not (stage_dir / "metrics").exists()
+    assert not verdict_path(stage_dir, "pretrain").exists()
 
 
 def test_the_record_names_the_commit_and_code_changes(stage_dir: Path) -> None:
@@ -155,3 +196,76 @@ def test_the_record_names_the_commit_and_code_changes(stage_dir: Path) -> None:
     assert record["uncommitted_changes"] is False  # params.yaml is a run's to change
     (stage_dir / "code.py").write_text("x = 2\n")
     assert checkout_commit(stage_dir) == {"commit": head, "uncommitted_changes": True}
+
+
+EDITING_STAGE = """\
+import sys
+from pathlib import Path
+
+from gpt1.config import read_yaml
+from gpt1.presets.edit import nest, update_params
+from tasks.stage import main
+
+address, key, value = sys.argv[1:]
+
+
+def run(params):
+    out = Path("out") / f"{address}.txt"
+    out.parent.mkdir(exist_ok=True)
+    out.write_text("made with the params read at the start\\n")
+    update_params(Path("params.yaml"), nest({key: read_yaml(value)}))
+
+
+main("edit", run, argv=[])
+"""
+
+EDITING_DVC_YAML = """\
+stages:
+  plain:
+    cmd: python edit.py plain pretrain.lr 0.1
+    params:
+      - pretrain.lr
+    outs:
+      - out/plain.txt
+  each:
+    foreach: [sst2]
+    do:
+      cmd: python edit.py each@${item} analysis.transfer.tasks.${item} 300
+      params:
+        - analysis.transfer.tasks.${item}
+      outs:
+        - out/each@${item}.txt
+  cell:
+    matrix:
+      variant: [full]
+      task: [sst2]
+    cmd: python edit.py cell@${item.variant}-${item.task} analysis.ablation.tasks.${item.task} [300]
+    params:
+      - analysis.ablation.tasks.${item.task}
+    outs:
+      - out/cell@${item.variant}-${item.task}.txt
+"""
+
+
+@pytest.mark.parametrize("address", ["plain", "each@sst2", "cell@full-sst2"])
+def test_a_declared_param_changed_mid_run_fails_every_stage_form_under_dvc(
+        tmp_path: Path, address: str) -> None:
+    """Through `dvc repro`, for a plain stage, a foreach cell and a matrix cell: the change is
+    caught (exit 2), DVC records nothing (no lock entry, no run-cache entry) and `dvc status`
+    still shows the stage to run."""
+    shutil.copy(REPO / "params.yaml", tmp_path / "params.yaml")
+    (tmp_path / "edit.py").write_text(EDITING_STAGE)
+    (tmp_path / "dvc.yaml").write_text(EDITING_DVC_YAML)
+    Repo.init(str(tmp_path), no_scm=True).close()
+    env = {"PYTHONPATH": str(REPO)}
+    proc = run([sys.executable, "-m", "dvc", "repro", "--single-item", address], tmp_path,
+               env=env, check=False)
+    assert proc.returncode != 0
+    assert "changed while the stage ran" in proc.stderr + proc.stdout
+    lock = tmp_path / "dvc.lock"
+    assert not lock.exists() or address not in lock.read_text()
+    runs = tmp_path / ".dvc" / "cache" / "runs"
+    assert not runs.exists() or not any(runs.rglob("*"))
+    assert json.loads(verdict_path(tmp_path, address).read_text())["verdict"] == "input_error"
+    status = run([sys.executable, "-m", "dvc", "status", address], tmp_path, env=env)
+    assert address in status.stdout

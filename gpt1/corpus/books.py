@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from gpt1.downstream.glue import utf8_errors
+from gpt1.errors import MissingInputError
 
 # Today's e-texts frame the book with "*** START OF ..." and "*** END OF ..." lines. The 1990s
 # ones have no START line: their header ends with the licence, whose last line is "*END*THE SMALL
@@ -103,7 +104,7 @@ def corpus_files(root: Path, patterns: list[str], key: str) -> list[Path]:
     duplicates; FileNotFoundError when none does."""
     found = {p for pattern in patterns for p in root.glob(pattern) if p.is_file()}
     if not found:
-        raise FileNotFoundError(f"no corpus file under {root} matches {key} {patterns}")
+        raise MissingInputError(f"no corpus file under {root} matches {key} {patterns}")
     return sorted(found)
 
 

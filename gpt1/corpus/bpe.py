@@ -8,6 +8,8 @@ from pathlib import Path
 
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
+from gpt1.errors import InputError, MissingInputError
+
 UNK = "<unk>"
 START, DELIM, CLASSIFY, PAD = "<start>", "<delim>", "<classify>", "<pad>"
 # Appended after the learned vocabulary, as GPT-1 appended them after its 40,478 BPE tokens.
@@ -36,7 +38,7 @@ class _WordEnds:
     def _mark(self, char: str) -> str:
         if char not in self.marks:
             if len(self.marks) == 65_534:
-                raise ValueError("more than 65,534 distinct word-final characters")
+                raise InputError("more than 65,534 distinct word-final characters")
             self.marks[char] = mark = chr(_FINAL_MARKS + len(self.marks))
             self.originals[mark] = char
         return self.marks[char]
@@ -45,7 +47,7 @@ class _WordEnds:
         """`text` lower-cased and split as the tokenizer does, each word's last character
         marked."""
         if text and max(text) >= chr(_FINAL_MARKS):
-            raise ValueError(f"a document holds U+{ord(max(text)):X}, a private-use character "
+            raise InputError(f"a document holds U+{ord(max(text)):X}, a private-use character "
                              "BPE training reserves for word ends")
         words = self._pre_tokenizer.pre_tokenize_str(self._normalizer.normalize_str(text))
         return " ".join(word[:-1] + self._mark(word[-1]) for word, _ in words)
@@ -109,7 +111,7 @@ class GPT1Tokenizer:
         ids = {tok: tokenizer.token_to_id(tok) for tok in (UNK, *SPECIAL_TOKENS)}
         missing = [tok for tok, i in ids.items() if i is None]
         if missing:
-            raise ValueError(f"tokenizer lacks the special tokens {missing}")
+            raise InputError(f"tokenizer lacks the special tokens {missing}")
         self.unk_id, self.start_id, self.delim_id, self.classify_id, self.pad_id = ids.values()
         self.vocab_size = tokenizer.get_vocab_size(with_added_tokens=True)
 
@@ -117,15 +119,15 @@ class GPT1Tokenizer:
     def load(cls, path: Path | str) -> GPT1Tokenizer:
         path = Path(path)
         if not path.is_file():
-            raise FileNotFoundError(f"{path}: tokenizer not found")
+            raise MissingInputError(f"{path}: tokenizer not found")
         try:
             backend = Tokenizer.from_file(str(path))
         except Exception as err:  # the Rust library raises a bare Exception for any bad file
-            raise ValueError(f"{path}: not a tokenizer file ({err})") from None
+            raise InputError(f"{path}: not a tokenizer file ({err})") from None
         try:
             return cls(backend)
-        except ValueError as err:
-            raise ValueError(f"{path}: {err}") from None
+        except InputError as err:
+            raise InputError(f"{path}: {err}") from None
 
     def encode(self, text: str) -> list[int]:
         return self.backend.encode(text, add_special_tokens=False).ids

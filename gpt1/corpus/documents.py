@@ -8,6 +8,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from gpt1.errors import MissingInputError
+
 # one row per document: its id, the book (file) it came from, and its text
 DOCUMENT_SCHEMA = pa.schema([("id", pa.string()), ("source", pa.string()), ("text", pa.string())])
 
@@ -23,7 +25,7 @@ def iter_text_arrays(corpus_dir: Path, batch_docs: int = 256) -> Iterator[pa.Str
     """
     files = sorted(corpus_dir.glob("*.parquet"))
     if not files:
-        raise FileNotFoundError(f"{corpus_dir}: no Parquet files (run the stage before)")
+        raise MissingInputError(f"{corpus_dir}: no Parquet files (run the stage before)")
     pending: list[pa.StringArray] = []
     count = 0
     for path in files:

@@ -10,6 +10,7 @@ import numpy as np
 import pyarrow as pa
 
 from gpt1.atomic import atomic_file
+from gpt1.errors import InputError, MissingInputError
 
 COLUMN = "ids"
 
@@ -78,7 +79,7 @@ def read_shard(path: Path) -> np.ndarray:
     """The ids of one shard as a read-only NumPy view of the memory-mapped file (no copy)."""
     with pa.ipc.open_file(pa.memory_map(str(path), "r")) as reader:
         if reader.num_record_batches != 1:
-            raise ValueError(
+            raise InputError(
                 f"{path}: expected one record batch, found {reader.num_record_batches}")
         return reader.get_batch(0).column(0).to_numpy(zero_copy_only=True)
 
@@ -87,7 +88,7 @@ def read_split(split_dir: Path) -> list[np.ndarray]:
     """Every shard of a split, memory-mapped, in order."""
     paths = sorted(split_dir.glob("*.arrow"))
     if not paths:
-        raise FileNotFoundError(f"{split_dir}: no .arrow shards (run the tokenize stage first)")
+        raise MissingInputError(f"{split_dir}: no .arrow shards (run the tokenize stage first)")
     return [read_shard(p) for p in paths]
 
 
@@ -101,17 +102,17 @@ def read_verified_split(split_dir: Path, listed: list[dict]) -> list[np.ndarray]
     expected = [entry["file"] for entry in listed]
     if found != expected:
         extra, missing = sorted(set(found) - set(expected)), sorted(set(expected) - set(found))
-        raise ValueError(f"{split_dir}: shards differ from {manifest} (not listed: {extra}; "
+        raise InputError(f"{split_dir}: shards differ from {manifest} (not listed: {extra}; "
                          f"missing: {missing}); run the tokenize stage again")
     shards = []
     for entry in listed:
         path = split_dir / entry["file"]
         if sha256_file(path) != entry["sha256"]:
-            raise ValueError(f"{path}: contents differ from the sha256 in {manifest}; the shard "
+            raise InputError(f"{path}: contents differ from the sha256 in {manifest}; the shard "
                              "was changed after tokenize wrote it: run the tokenize stage again")
         ids = read_shard(path)
         if len(ids) != entry["tokens"]:
-            raise ValueError(f"{path}: {len(ids)} tokens, {manifest} says {entry['tokens']}")
+            raise InputError(f"{path}: {len(ids)} tokens, {manifest} says {entry['tokens']}")
         shards.append(ids)
     return shards
 

@@ -13,8 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
+from gpt1.errors import InputError
 
-class DataFormatError(ValueError):
+
+class DataFormatError(InputError):
     """A data file does not have the layout its reader expects; the message names the file and
     the line, row or key at fault."""
 

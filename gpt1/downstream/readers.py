@@ -30,6 +30,7 @@ from gpt1.downstream.glue import (
     read_tsv_with_header,
     utf8_errors,
 )
+from gpt1.errors import InputError, MissingInputError
 
 log = logging.getLogger(__name__)
 
@@ -237,7 +238,7 @@ def _read_race(task: TaskParams, path: Path) -> Columns:
     """A folder of RACE articles (`*.txt`, each one JSON object), read in sorted name order."""
     files = sorted(path.glob("*.txt")) if path.is_dir() else [path]
     if not files:
-        raise FileNotFoundError(f"{path}: no RACE article files (*.txt) in the folder")
+        raise MissingInputError(f"{path}: no RACE article files (*.txt) in the folder")
     columns = family_of(task).new_columns()
     for file in files:
         for column, values in _race_article(task, file).items():
@@ -282,16 +283,16 @@ READERS: dict[str, Reader] = {
 def _reader(task: TaskParams) -> Reader:
     reader = READERS.get(task.reader)
     if reader is None:
-        raise ValueError(f"{task.title}: unknown reader {task.reader!r} (readers: "
+        raise InputError(f"{task.title}: unknown reader {task.reader!r} (readers: "
                          f"{sorted(READERS)})")
     if reader.family != task.family:
-        raise ValueError(f"{task.title}: reader {task.reader!r} reads {reader.family} files, "
+        raise InputError(f"{task.title}: reader {task.reader!r} reads {reader.family} files, "
                          f"not {task.family}")
     if task.regression and reader.scores is None:
-        raise ValueError(f"{task.title}: reader {task.reader!r} reads class labels: give the "
+        raise InputError(f"{task.title}: reader {task.reader!r} reads class labels: give the "
                          "task its labels")
     if reader.scores is not None and not task.regression:
-        raise ValueError(f"{task.title}: reader {task.reader!r} reads scores, not labels "
+        raise InputError(f"{task.title}: reader {task.reader!r} reads scores, not labels "
                          f"{task.labels}: set labels to null")
     return reader
 
@@ -325,7 +326,7 @@ def read_task_split(task: TaskParams, root: Path, split: str) -> pa.Table:
     paths = _split_files(task, root, split)
     missing = [str(path) for path in paths if not path.exists()]
     if missing:
-        raise FileNotFoundError(f"{task.title}: {split} split expected at {', '.join(missing)}, "
+        raise MissingInputError(f"{task.title}: {split} split expected at {', '.join(missing)}, "
                                 "not found")
     schema = family_of(task).schema(task)
     tables = [schema.empty_table()]  # so that a split of no files is an empty table

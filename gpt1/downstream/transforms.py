@@ -15,6 +15,7 @@ from gpt1.config import TaskParams
 from gpt1.corpus.bpe import CLASSIFY, DELIM, START, GPT1Tokenizer
 from gpt1.corpus.text import TextCleaner
 from gpt1.downstream.families import family_of
+from gpt1.errors import InputError
 
 
 def encode_texts(texts: list[str], tok: GPT1Tokenizer, cleaner: TextCleaner) -> list[list[int]]:
@@ -32,7 +33,7 @@ def truncate_segments(segments: list[list[int]], budget: int) -> list[list[int]]
     Computed in one pass: the segments longer than a cap end at the cap, or one above it.
     """
     if budget < 0:
-        raise ValueError(f"budget {budget} < 0: n_ctx leaves no room for the special tokens")
+        raise InputError(f"budget {budget} < 0: n_ctx leaves no room for the special tokens")
     lengths = [len(s) for s in segments]
     if sum(lengths) <= budget:
         return [list(s) for s in segments]

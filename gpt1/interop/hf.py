@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from gpt1.atomic import atomic_dir, check_replaceable
+from gpt1.errors import InputError, MissingInputError
 from gpt1.model.registry import load_model, load_safetensors, save_model, save_safetensors
 from gpt1.model.transformer import GPT1, GPT1Config
 
@@ -64,10 +65,10 @@ def to_hf_config(cfg: GPT1Config) -> dict[str, Any]:
 def from_hf_config(hf: dict[str, Any], source: str = "config") -> GPT1Config:
     """Our config from an HF `openai-gpt` config; ValueError names any value we cannot honour."""
     if hf.get("model_type") != "openai-gpt":
-        raise ValueError(f"{source}: model_type {hf.get('model_type')!r}, expected 'openai-gpt'")
+        raise InputError(f"{source}: model_type {hf.get('model_type')!r}, expected 'openai-gpt'")
     for key in REQUIRED:
         if key not in hf:
-            raise ValueError(f"{source}: missing key {key!r}")
+            raise InputError(f"{source}: missing key {key!r}")
     unsupported = {
         "afn": (hf.get("afn", HF_AFN) != HF_AFN, f"only {HF_AFN!r} (the tanh GELU) is supported"),
         # pytorch-pretrained-bert counted special-token rows apart from vocab_size
@@ -80,7 +81,7 @@ def from_hf_config(hf: dict[str, Any], source: str = "config") -> GPT1Config:
     }
     for key, (bad, why) in unsupported.items():
         if bad:
-            raise ValueError(f"{source}: unsupported {key}={hf.get(key)!r}: {why}")
+            raise InputError(f"{source}: unsupported {key}={hf.get(key)!r}: {why}")
     return GPT1Config(
         vocab_size=hf["vocab_size"], n_ctx=hf["n_positions"], n_embd=hf["n_embd"],
         n_layer=hf["n_layer"], n_head=hf["n_head"], **{k: hf[k] for k in OPTIONAL if k in hf},
@@ -103,7 +104,7 @@ def _strip_prefix(sd: dict[str, torch.Tensor], source: str) -> dict[str, torch.T
     for key, tensor in sd.items():
         name = key.removeprefix(PREFIX)
         if name in out:
-            raise ValueError(f"{source}: {name!r} appears with and without {PREFIX!r}")
+            raise InputError(f"{source}: {name!r} appears with and without {PREFIX!r}")
         out[name] = tensor
     return out
 
@@ -123,11 +124,11 @@ def from_hf_state_dict(sd: dict[str, torch.Tensor], cfg: GPT1Config,
         head = sd.pop(LM_HEAD)
         embed = sd.setdefault("tokens_embed.weight", head)
         if not torch.equal(head, embed):
-            raise ValueError(f"{source}: {LM_HEAD} differs from tokens_embed.weight; "
+            raise InputError(f"{source}: {LM_HEAD} differs from tokens_embed.weight; "
                              "an untied LM head is not supported")
     for key in [k for k in sd if MASK_BUFFER.fullmatch(k)]:
         if not _is_causal_mask(sd[key], cfg.n_ctx):
-            raise ValueError(f"{source}: {key} is not the causal mask of n_positions={cfg.n_ctx}")
+            raise InputError(f"{source}: {key} is not the causal mask of n_positions={cfg.n_ctx}")
     ignored = sorted(k for k in sd if k.startswith(OTHER_HEADS) or MASK_BUFFER.fullmatch(k))
     sd = {k: v for k, v in sd.items() if k not in ignored}
 
@@ -135,15 +136,15 @@ def from_hf_state_dict(sd: dict[str, torch.Tensor], cfg: GPT1Config,
     expected = model.state_dict()
     unexpected = sorted(set(sd) - set(expected))
     if unexpected:
-        raise ValueError(f"{source}: unexpected weights {unexpected} (not an openai-gpt model)")
+        raise InputError(f"{source}: unexpected weights {unexpected} (not an openai-gpt model)")
     converted = {}
     for key, ours in expected.items():
         if key not in sd:
-            raise ValueError(f"{source}: missing weight {key!r} (with or without {PREFIX!r})")
+            raise InputError(f"{source}: missing weight {key!r} (with or without {PREFIX!r})")
         is_conv = key.endswith(CONV1D)
         want = ours.T.shape if is_conv else ours.shape
         if sd[key].shape != want:
-            raise ValueError(f"{source}: {key} has shape {tuple(sd[key].shape)}, "
+            raise InputError(f"{source}: {key} has shape {tuple(sd[key].shape)}, "
                              f"expected {tuple(want)} for this config")
         converted[key] = sd[key].T if is_conv else sd[key]
     model.load_state_dict(converted)
@@ -162,16 +163,16 @@ def _read_hf_weights(hf_dir: Path) -> tuple[dict[str, torch.Tensor], Path]:
             # would run whatever code the file holds
             found = UNPICKLER_REASON.search(str(err))
             why = f" ({found[1]})" if found else ""
-            raise ValueError(f"{bin_path}: torch.load(weights_only=True) refuses it{why}; "
+            raise InputError(f"{bin_path}: torch.load(weights_only=True) refuses it{why}; "
                              "convert it to model.safetensors") from None
         except Exception as err:  # a cut-short or garbled file fails in many ways
             first_line = str(err).strip().partition("\n")[0]
             what = f"{type(err).__name__}: {first_line}" if first_line else type(err).__name__
-            raise ValueError(f"{bin_path}: not a readable PyTorch file ({what})") from None
+            raise InputError(f"{bin_path}: not a readable PyTorch file ({what})") from None
         if not isinstance(sd, dict):
-            raise ValueError(f"{bin_path}: expected a state dict, found {type(sd).__name__}")
+            raise InputError(f"{bin_path}: expected a state dict, found {type(sd).__name__}")
         return sd, bin_path
-    raise FileNotFoundError(f"{safetensors_path}: not found (nor {bin_path.name})")
+    raise MissingInputError(f"{safetensors_path}: not found (nor {bin_path.name})")
 
 
 def export_hf(model_dir: Path, out_dir: Path, force: bool = False) -> Path:
@@ -183,7 +184,7 @@ def export_hf(model_dir: Path, out_dir: Path, force: bool = False) -> Path:
     check_replaceable(out_dir, MODEL_DIR_FILES, force)
     model = load_model(model_dir)
     if not isinstance(model, GPT1):
-        raise ValueError(f"{model_dir}: a {model.config.model_type} trunk; only gpt1 trunks have "
+        raise InputError(f"{model_dir}: a {model.config.model_type} trunk; only gpt1 trunks have "
                          "a HuggingFace openai-gpt counterpart")
     with atomic_dir(out_dir) as tmp:
         (tmp / "config.json").write_text(json.dumps(to_hf_config(model.config), indent=2) + "\n")
@@ -197,13 +198,13 @@ def read_hf_config(hf_dir: Path) -> GPT1Config:
     """Our config from the `config.json` of an HF `openai-gpt` directory (`from_hf_config`)."""
     config_path = Path(hf_dir) / "config.json"
     if not config_path.is_file():
-        raise FileNotFoundError(f"{config_path}: not found")
+        raise MissingInputError(f"{config_path}: not found")
     try:
         hf_config = json.loads(config_path.read_text())
-    except json.JSONDecodeError as err:
-        raise ValueError(f"{config_path}: not JSON ({err})") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise InputError(f"{config_path}: not JSON ({err})") from None
     if not isinstance(hf_config, dict):
-        raise ValueError(f"{config_path}: expected a JSON object")
+        raise InputError(f"{config_path}: expected a JSON object")
     return from_hf_config(hf_config, str(config_path))
 
 

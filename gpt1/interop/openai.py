@@ -23,6 +23,7 @@ from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers
 
 from gpt1.atomic import atomic_dir, check_replaceable
 from gpt1.corpus.bpe import END_OF_WORD, SPECIAL_TOKENS, UNK
+from gpt1.errors import InputError, MissingInputError
 from gpt1.interop.hf import MODEL_DIR_FILES
 from gpt1.model.registry import save_model
 from gpt1.model.transformer import GPT1, GPT1Config
@@ -49,11 +50,11 @@ def _layer_shapes(d: int) -> tuple[Shape, ...]:
 
 def _read_json(path: Path) -> object:
     if not path.is_file():
-        raise FileNotFoundError(f"{path}: not found")
+        raise MissingInputError(f"{path}: not found")
     try:
         return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise ValueError(f"{path}: not valid JSON ({err})") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise InputError(f"{path}: not valid JSON ({err})") from None
 
 
 def read_shapes(release_dir: Path) -> list[Shape]:
@@ -63,7 +64,7 @@ def read_shapes(release_dir: Path) -> list[Shape]:
     if not isinstance(shapes, list) or not all(
         isinstance(s, list) and all(isinstance(n, int) and n >= 0 for n in s) for s in shapes
     ):
-        raise ValueError(f"{path}: expected a list of shapes (lists of non-negative integers)")
+        raise InputError(f"{path}: expected a list of shapes (lists of non-negative integers)")
     return [tuple(s) for s in shapes]
 
 
@@ -72,11 +73,11 @@ def shard_paths(release_dir: Path) -> list[Path]:
     found = {int(m[1]): p for p in release_dir.glob("params_*.npy")
              if (m := _SHARD.fullmatch(p.name))}
     if not found:
-        raise FileNotFoundError(f"{release_dir}: no params_*.npy weight shards")
+        raise MissingInputError(f"{release_dir}: no params_*.npy weight shards")
     missing = sorted(set(range(max(found) + 1)) - set(found))
     if missing:
         names = ", ".join(f"params_{n}.npy" for n in missing)
-        raise ValueError(f"{release_dir}: shards numbered 0..{max(found)} lack {names}")
+        raise InputError(f"{release_dir}: shards numbered 0..{max(found)} lack {names}")
     return [found[n] for n in range(len(found))]
 
 
@@ -84,9 +85,9 @@ def _open_shard(path: Path) -> np.ndarray:
     try:
         shard = np.load(path, mmap_mode="r", allow_pickle=False)
     except (OSError, ValueError) as err:
-        raise ValueError(f"{path}: not a .npy array ({err})") from None
+        raise InputError(f"{path}: not a .npy array ({err})") from None
     if shard.ndim != 1 or not np.issubdtype(shard.dtype, np.floating):
-        raise ValueError(f"{path}: expected a 1-D float array, got {shard.dtype} {shard.shape}")
+        raise InputError(f"{path}: expected a 1-D float array, got {shard.dtype} {shard.shape}")
     return shard
 
 
@@ -94,7 +95,7 @@ def split_params(flat: np.ndarray, shapes: list[Shape]) -> list[np.ndarray]:
     """Cut the concatenated shards at the cumulative sizes of `shapes` (views, no copies)."""
     sizes = [math.prod(s) for s in shapes]
     if flat.size != sum(sizes):
-        raise ValueError(f"the shards hold {flat.size:,} numbers but {SHAPES_FILE} lists "
+        raise InputError(f"the shards hold {flat.size:,} numbers but {SHAPES_FILE} lists "
                          f"{sum(sizes):,}")
     pieces = np.split(flat, np.cumsum(sizes)[:-1])
     return [piece.reshape(shape) for piece, shape in zip(pieces, shapes, strict=True)]
@@ -110,7 +111,7 @@ def load_release_params(release_dir: Path) -> list[np.ndarray]:
     expected = sum(math.prod(s) for s in shapes)
     if total != expected:
         sizes = ", ".join(f"{p.name} {s.size:,}" for p, s in zip(paths, shards, strict=True))
-        raise ValueError(f"{release_dir}: the shards hold {total:,} numbers ({sizes}) but "
+        raise InputError(f"{release_dir}: the shards hold {total:,} numbers ({sizes}) but "
                          f"{SHAPES_FILE} lists {expected:,}")
     return split_params(np.concatenate(shards, dtype=np.float32), shapes)
 
@@ -127,18 +128,18 @@ class Layout(NamedTuple):
 def release_layout(shapes: list[Shape]) -> Layout:
     """The sizes of a release, after checking every shape against the original's layout."""
     if len(shapes) < 14 or (len(shapes) - 2) % len(LAYER_ARRAYS):
-        raise ValueError(f"{SHAPES_FILE}: expected positions, tokens and {len(LAYER_ARRAYS)} "
+        raise InputError(f"{SHAPES_FILE}: expected positions, tokens and {len(LAYER_ARRAYS)} "
                          f"arrays per layer, got {len(shapes)} arrays")
     (positions, tokens), layers = shapes[:2], shapes[2:]
     if len(positions) != 2 or len(tokens) != 2 or positions[1] != tokens[1]:
-        raise ValueError(f"{SHAPES_FILE}: arrays 0 and 1 should be the position and token "
+        raise InputError(f"{SHAPES_FILE}: arrays 0 and 1 should be the position and token "
                          f"embeddings [n, d], got {list(positions)} and {list(tokens)}")
     d = tokens[1]
     n_layer = len(layers) // len(LAYER_ARRAYS)
     for i, (got, want) in enumerate(zip(layers, _layer_shapes(d) * n_layer, strict=True)):
         if got != want:
             layer, name = divmod(i, len(LAYER_ARRAYS))
-            raise ValueError(f"{SHAPES_FILE}: array {i + 2} (layer {layer} "
+            raise InputError(f"{SHAPES_FILE}: array {i + 2} (layer {layer} "
                              f"{LAYER_ARRAYS[name]}) has shape {list(got)}, expected {list(want)}")
     return Layout(positions[0], tokens[0], d, n_layer)
 
@@ -148,10 +149,10 @@ def release_config(shapes: list[Shape], n_ctx: int = 512, n_head: int = 12,
     """Our config for the release's shapes (`release_layout`), `n_special` token rows added."""
     layout = release_layout(shapes)
     if not 1 <= n_ctx <= layout.n_positions:
-        raise ValueError(f"n_ctx must be between 1 and the release's {layout.n_positions} "
+        raise InputError(f"n_ctx must be between 1 and the release's {layout.n_positions} "
                          f"positions, got {n_ctx}")
     if n_head < 1 or layout.n_embd % n_head:
-        raise ValueError(f"n_head must divide the embedding width {layout.n_embd}, got {n_head}")
+        raise InputError(f"n_head must divide the embedding width {layout.n_embd}, got {n_head}")
     return GPT1Config(vocab_size=layout.n_tokens + n_special, n_ctx=n_ctx, n_embd=layout.n_embd,
                       n_layer=layout.n_layer, n_head=n_head)
 
@@ -170,7 +171,7 @@ def adapted(model: GPT1, n_ctx: int, n_special: int, seed: int,
     attention and residuals."""
     cfg = model.config
     if not 1 <= n_ctx <= cfg.n_ctx:
-        raise ValueError(f"n_ctx must be between 1 and the model's {cfg.n_ctx} positions, got "
+        raise InputError(f"n_ctx must be between 1 and the model's {cfg.n_ctx} positions, got "
                          f"{n_ctx}")
     state = model.state_dict()
     state["positions_embed.weight"] = state["positions_embed.weight"][:n_ctx]
@@ -210,24 +211,27 @@ Merge = tuple[str, str]
 def checked_encoder(encoder: object, source: str) -> dict[str, int]:
     """`encoder` if it is a token -> id map with ids 0..n-1; ValueError naming `source` if not."""
     if not isinstance(encoder, dict) or sorted(encoder.values()) != list(range(len(encoder))):
-        raise ValueError(f"{source}: expected a token -> id map with ids 0..n-1")
+        raise InputError(f"{source}: expected a token -> id map with ids 0..n-1")
     return encoder
 
 
 def checked_merge(pair: tuple[str, ...], encoder: dict[str, int], where: str) -> Merge:
     """`pair` if it merges two tokens of `encoder` into a third; ValueError naming `where`."""
     if len(pair) != 2 or any(tok not in encoder for tok in (*pair, "".join(pair))):
-        raise ValueError(f"{where} {' '.join(pair)!r} is not a merge of two tokens of the "
+        raise InputError(f"{where} {' '.join(pair)!r} is not a merge of two tokens of the "
                          "encoder into a third")
     return pair[0], pair[1]
 
 
 def _read_merges(path: Path, encoder: dict[str, int]) -> list[Merge]:
     if not path.is_file():
-        raise FileNotFoundError(f"{path}: not found")
-    first, *lines = path.read_text(encoding="utf-8").split("\n")
+        raise MissingInputError(f"{path}: not found")
+    try:
+        first, *lines = path.read_text(encoding="utf-8").split("\n")
+    except UnicodeDecodeError as err:
+        raise InputError(f"{path}: not UTF-8 text (byte {err.start})") from None
     if not first.startswith("#version"):
-        raise ValueError(f"{path}: line 1 should be the '#version' header, got {first[:40]!r}")
+        raise InputError(f"{path}: line 1 should be the '#version' header, got {first[:40]!r}")
     return [checked_merge(tuple(line.split()), encoder, f"{path}: line {number}")
             for number, line in enumerate(lines, start=2) if line]
 
@@ -267,7 +271,7 @@ def check_vocabulary(tokenizer: Tokenizer, token_rows: int, encoder_path: Path,
     special tokens, which come after both)."""
     n_tokens = tokenizer.get_vocab_size(with_added_tokens=False)
     if n_tokens != token_rows:
-        raise ValueError(f"{encoder_path}: {n_tokens} tokens, but {rows_source} has {token_rows} "
+        raise InputError(f"{encoder_path}: {n_tokens} tokens, but {rows_source} has {token_rows} "
                          "token rows")
 
 

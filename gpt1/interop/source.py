@@ -14,6 +14,7 @@ from tokenizers import Tokenizer
 
 from gpt1.config import ModelParams, Source
 from gpt1.corpus.bpe import END_OF_WORD, SPECIAL_TOKENS
+from gpt1.errors import InputError, MissingInputError
 from gpt1.interop.hf import load_hf_model, read_hf_config
 from gpt1.interop.openai import (
     ENCODER_FILE,
@@ -60,7 +61,7 @@ def check_architecture(found: Architecture, model: ModelParams, source: Path) ->
             problems.append(f"its {key} is {theirs}, model.{key} is {ours}: set model.{key}="
                             f"{theirs}")
     if problems:
-        raise ValueError(f"{source}: this model does not fit params.yaml's model section "
+        raise InputError(f"{source}: this model does not fit params.yaml's model section "
                          f"({'; '.join(problems)})")
 
 
@@ -84,7 +85,7 @@ def import_pretrained(source: Source, folder: Path, model: ModelParams,
     if source == "train":
         raise ValueError("pretrain.source train pretrains here: there is nothing to import")
     if not folder.is_dir():
-        raise FileNotFoundError(f"{folder}: not found (pretrain.source_dir)")
+        raise MissingInputError(f"{folder}: not found (pretrain.source_dir)")
     if source == "openai":
         return _openai_release(folder, model, seed)
     return _hf_directory(folder, model, seed)
@@ -122,16 +123,16 @@ def hf_tokenizer(folder: Path) -> tuple[Tokenizer, Path]:
         return bpe_tokenizer(encoder_path, merges_path), encoder_path
     path = folder / HF_TOKENIZER
     if not path.is_file():
-        raise FileNotFoundError(f"{folder}: no tokenizer: expected {HF_ENCODER} and {HF_MERGES}, "
+        raise MissingInputError(f"{folder}: no tokenizer: expected {HF_ENCODER} and {HF_MERGES}, "
                                 f"or {HF_TOKENIZER} (OpenAIGPTTokenizer.save_pretrained writes "
                                 "them)")
     try:
         bpe = json.loads(path.read_text(encoding="utf-8"))["model"]
     except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError) as err:
-        raise ValueError(f"{path}: not a tokenizers file ({type(err).__name__}: {err})") from None
+        raise InputError(f"{path}: not a tokenizers file ({type(err).__name__}: {err})") from None
     if not isinstance(bpe, dict) or bpe.get("type") != "BPE" or bpe.get("end_of_word_suffix") \
             != END_OF_WORD:
-        raise ValueError(f"{path}: not GPT-1's BPE (a BPE model with {END_OF_WORD!r} word ends)")
+        raise InputError(f"{path}: not GPT-1's BPE (a BPE model with {END_OF_WORD!r} word ends)")
     encoder = checked_encoder(bpe.get("vocab"), f"{path}: model.vocab")
     merges = [checked_merge(tuple(m.split(" ") if isinstance(m, str) else m), encoder,
                             f"{path}: model.merges[{i}]")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from gpt1.errors import InputError
 from gpt1.model.transformer import GPT1, KVCache
 from gpt1.model.trunk import Trunk
 
@@ -16,9 +17,9 @@ def sample(model: Trunk, prompt_ids: list[int], max_new_tokens: int, temperature
     Only the last `n_ctx` tokens are seen at each step (GPT-1 has no longer memory). GPT1 keeps
     the keys and values of the tokens seen in a `KVCache` and computes only the new token's."""
     if not prompt_ids:
-        raise ValueError("the prompt is empty after tokenisation")
+        raise InputError("the prompt is empty after tokenisation")
     if temperature < 0:
-        raise ValueError(f"temperature must be >= 0, got {temperature}")
+        raise InputError(f"temperature must be >= 0, got {temperature}")
     model.eval()
     device = next(model.parameters()).device
     generator = torch.Generator(device=device).manual_seed(seed)

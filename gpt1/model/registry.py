@@ -8,6 +8,7 @@ from pathlib import Path
 
 import torch
 
+from gpt1.errors import InputError, MissingInputError
 from gpt1.model.lstm import LSTM
 from gpt1.model.transformer import GPT1
 from gpt1.model.trunk import Trunk, TrunkConfig
@@ -22,7 +23,7 @@ UNTYPED_MODEL_TYPE = "gpt1"
 
 def _trunk_class(model_type: str, where: str) -> type[Trunk]:
     if model_type not in TRUNKS:
-        raise ValueError(f"{where}: model_type {model_type!r} is no trunk of ours "
+        raise InputError(f"{where}: model_type {model_type!r} is no trunk of ours "
                          f"(known: {sorted(TRUNKS)})")
     return TRUNKS[model_type]
 
@@ -38,9 +39,9 @@ def load_config(path: Path) -> TrunkConfig:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise ValueError(f"{path}: not JSON ({err})") from None
+        raise InputError(f"{path}: not JSON ({err})") from None
     if not isinstance(data, dict):
-        raise ValueError(f"{path}: expected a JSON object, found {type(data).__name__}")
+        raise InputError(f"{path}: expected a JSON object, found {type(data).__name__}")
     model_type = data.pop("model_type", UNTYPED_MODEL_TYPE)
     return _trunk_class(model_type, str(path)).config_class.from_json(data, path)
 
@@ -65,7 +66,7 @@ def load_safetensors(path: Path, device: str = "cpu") -> dict[str, torch.Tensor]
     try:
         return load_file(str(path), device=device)
     except SafetensorError as err:
-        raise ValueError(f"{path}: not a readable safetensors file ({err})") from None
+        raise InputError(f"{path}: not a readable safetensors file ({err})") from None
 
 
 def save_model(model: Trunk, out_dir: Path) -> None:
@@ -80,7 +81,7 @@ def load_model(model_dir: Path, map_location: str | torch.device = "cpu") -> Tru
     config_path, weights_path = model_dir / "config.json", model_dir / "model.safetensors"
     for path in (config_path, weights_path):
         if not path.is_file():
-            raise FileNotFoundError(f"{path}: not found (run the pretrain stage first)")
+            raise MissingInputError(f"{path}: not found (run the pretrain stage first)")
     model = build_trunk(load_config(config_path))
     state = load_safetensors(weights_path, device=str(map_location))
     expected = model.state_dict()
@@ -88,12 +89,12 @@ def load_model(model_dir: Path, map_location: str | torch.device = "cpu") -> Tru
         missing, extra = sorted(expected.keys() - state.keys()), sorted(state.keys() - expected)
         hint = ("; a fine-tuned classifier keeps its trunk under 'trunk.'"
                 if any(key.startswith("trunk.") for key in extra) else "")
-        raise ValueError(f"{weights_path}: not the {model.config.model_type} trunk "
+        raise InputError(f"{weights_path}: not the {model.config.model_type} trunk "
                          f"{config_path.name} describes ({len(missing)} weights missing, e.g. "
                          f"{missing[:2]}; {len(extra)} unexpected, e.g. {extra[:2]}){hint}")
     for key, tensor in expected.items():
         if state[key].shape != tensor.shape:
-            raise ValueError(f"{weights_path}: {key} has shape {tuple(state[key].shape)}, but "
+            raise InputError(f"{weights_path}: {key} has shape {tuple(state[key].shape)}, but "
                              f"{config_path.name} makes it {tuple(tensor.shape)}")
     model.load_state_dict(state)
     return model

@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from gpt1.errors import InputError
 from gpt1.model.lm_loss import linear_cross_entropy
 
 
@@ -52,18 +53,18 @@ class TrunkConfig(ABC):
         types = get_type_hints(cls)
         types = {key: kind for key, kind in types.items() if key != "model_type"}
         if missing := sorted(types.keys() - data.keys()):
-            raise ValueError(f"{path}: missing keys {missing}")
+            raise InputError(f"{path}: missing keys {missing}")
         if unknown := sorted(data.keys() - types.keys()):
-            raise ValueError(f"{path}: unknown keys {unknown}")
+            raise InputError(f"{path}: unknown keys {unknown}")
         for key, kind in types.items():
             value, least = data[key], 1 if kind is int else 0
             allowed = (int,) if kind is int else (int, float)  # type(), as a bool is no number
             if type(value) not in allowed or value < least:
-                raise ValueError(f"{path}: {key}={value!r}, expected "
+                raise InputError(f"{path}: {key}={value!r}, expected "
                                  f"{'an integer' if kind is int else 'a number'} >= {least}")
         config = cls(**{key: kind(data[key]) for key, kind in types.items()})
         if problem := config.check():
-            raise ValueError(f"{path}: {problem}")
+            raise InputError(f"{path}: {problem}")
         return config
 
 

@@ -11,6 +11,7 @@ from typing import Any
 import polars as pl
 
 from gpt1.config import Params
+from gpt1.errors import InputError, MissingInputError
 
 Result = dict[str, Any]  # one metrics file, as read
 
@@ -56,11 +57,11 @@ class RunData:
 def read_json(path: Path, stage: str) -> Result:
     """A metrics file; FileNotFoundError saying which stage writes it where it is absent."""
     if not path.is_file():
-        raise FileNotFoundError(f"{path}: not found (run {stage} first)")
+        raise MissingInputError(f"{path}: not found (run {stage} first)")
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as err:
-        raise ValueError(f"{path}: not JSON ({err}): run {stage} again") from None
+        raise InputError(f"{path}: not JSON ({err}): run {stage} again") from None
 
 
 def _optional(path: Path, stage: str) -> Result | None:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from gpt1.errors import InputError
 from gpt1.training.allocator import keep_freed_memory
 
 if TYPE_CHECKING:
@@ -20,7 +21,7 @@ def resolve_device(name: str) -> torch.device:
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     device = torch.device(name)
     if device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device {name!r} requested but CUDA is not available")
+        raise InputError(f"device {name!r} requested but CUDA is not available")
     return device
 
 

@@ -11,6 +11,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from gpt1.errors import InputError
 from gpt1.model.trunk import Trunk
 from gpt1.training.device import Placement, autocast
 
@@ -46,7 +47,7 @@ def text_loss(model: Trunk, ids: np.ndarray, words: int, batch_size: int,
     token is the previous one's last, so every token but the stream's first is predicted once,
     the context starting afresh at each window."""
     if len(ids) < 2 or words < 1:
-        raise ValueError(f"held-out text of {len(ids)} tokens and {words} words: a loss needs "
+        raise InputError(f"held-out text of {len(ids)} tokens and {words} words: a loss needs "
                          "two tokens and a word at least")
     was_training = model.training
     model.eval()

@@ -19,6 +19,7 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.profiler import record_function
 
 from gpt1.config import PretrainParams
+from gpt1.errors import InputError
 from gpt1.model.flops import measure_peak_flops
 from gpt1.model.trunk import Trunk
 from gpt1.progress import StepProgress
@@ -52,7 +53,7 @@ class WindowSampler:
         starts = np.array([len(s) - n_ctx for s in self.shards], dtype=np.int64)
         if not len(starts):
             total = sum(len(s) for s in shards)
-            raise ValueError(f"the {name} split has {total} tokens in its largest shard at most; "
+            raise InputError(f"the {name} split has {total} tokens in its largest shard at most; "
                              f"a window needs n_ctx + 1 = {n_ctx + 1}")
         self._cum = np.cumsum(starts)
 
@@ -355,7 +356,7 @@ def pretrain(model: Trunk, train: list[np.ndarray], val: list[np.ndarray], cfg: 
     the longer schedule has at that step.
     """
     if cfg.batch_size % group.world_size:
-        raise ValueError(f"pretrain.batch_size ({cfg.batch_size}) is the global batch: it must "
+        raise InputError(f"pretrain.batch_size ({cfg.batch_size}) is the global batch: it must "
                          f"be divisible by the number of processes ({group.world_size})")
     place = placement(cfg.device, cfg.precision, group)
     torch.manual_seed(cfg.seed + group.rank)  # each process draws its own dropout masks

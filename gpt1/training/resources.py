@@ -11,6 +11,7 @@ from pathlib import Path
 import psutil
 import torch
 
+from gpt1.errors import InputError
 from gpt1.model.transformer import GPT1Config
 
 GB = 1e9
@@ -38,7 +39,7 @@ def check_memory(cfg: GPT1Config, batch_size: int, device: torch.device, knobs: 
     """ValueError naming `knobs` when training `cfg` cannot fit in `device`'s free memory."""
     need, have = training_bytes(cfg, batch_size), available_memory(device)
     if need > have:
-        raise ValueError(f"{knobs}: training needs at least {need / GB:.1f} GB "
+        raise InputError(f"{knobs}: training needs at least {need / GB:.1f} GB "
                          f"({cfg.parameter_count() / 1e6:.1f}M parameters, n_ctx {cfg.n_ctx}), "
                          f"more than the {have / GB:.1f} GB free on {device}")
 
