@@ -23,9 +23,10 @@ from gpt1.errors import InputError
 from gpt1.model.registry import load_model
 from gpt1.model.transfer import transfer_layers
 from gpt1.model.trunk import Trunk
+from gpt1.records import not_run_reason
 from tasks.cells import fine_tune_cell, load_cell
 from tasks.paths import ABLATION_METRICS, PRETRAIN_DIR, PRETRAIN_LSTM_DIR
-from tasks.stage import main, not_run_reason
+from tasks.stage import main
 
 log = logging.getLogger("tasks.ablation")  # run as __main__: named by its module path
 
@@ -49,7 +50,7 @@ def run(params: Params, variant: str, task: str) -> None:
     if task not in params.analysis.ablation.tasks:
         raise InputError(f"task {task!r} is not in analysis.ablation.tasks "
                          f"({sorted(params.analysis.ablation.tasks)})")
-    lstm_missing = not_run_reason(PRETRAIN_LSTM_DIR) if variant == "lstm" else None
+    lstm_missing = not_run_reason(PRETRAIN_LSTM_DIR, "pretrain_lstm") if variant == "lstm" else None
     loaded = (f"the LSTM was not pretrained ({lstm_missing})" if lstm_missing is not None
               else load_cell(params, task))
     out = ABLATION_METRICS / variant / f"{task}.json"

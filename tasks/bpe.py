@@ -11,8 +11,9 @@ from gpt1.atomic import atomic_dir
 from gpt1.config import Params
 from gpt1.corpus.bpe import train_bpe
 from gpt1.corpus.documents import iter_texts
+from gpt1.records import write_not_run
 from tasks.paths import BPE_DIR, CLEAN_DIR
-from tasks.stage import main, write_not_run
+from tasks.stage import main
 
 log = logging.getLogger("tasks.bpe")  # run as __main__: named by its module path
 

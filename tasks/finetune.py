@@ -10,8 +10,9 @@ import logging
 from gpt1.atomic import write_text
 from gpt1.config import Params
 from gpt1.errors import InputError
+from gpt1.records import write_not_run
 from tasks.paths import FINETUNE_DIR, FINETUNE_METRICS, PRETRAIN_DIR, RAW_TASKS
-from tasks.stage import main, write_not_run
+from tasks.stage import main
 
 log = logging.getLogger("tasks.finetune")  # run as __main__: named by its module path
 

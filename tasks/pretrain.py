@@ -27,6 +27,7 @@ from gpt1.model.lstm import LSTMConfig, width_for_parameters
 from gpt1.model.registry import build_trunk, save_model
 from gpt1.model.transformer import GPT1Config
 from gpt1.model.trunk import TrunkConfig
+from gpt1.records import write_not_run
 from gpt1.training.checkpoint import CheckpointRuns, CheckpointStore, StopRequested
 from gpt1.training.device import resolve_device
 from gpt1.training.distributed import process_group
@@ -45,7 +46,7 @@ from tasks.paths import (
     PRETRAIN_SNAPSHOTS,
     SHARDS_DIR,
 )
-from tasks.stage import main, write_not_run
+from tasks.stage import main
 
 log = logging.getLogger("tasks.pretrain")  # run as __main__: named by its module path
 

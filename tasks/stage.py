@@ -13,31 +13,14 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from gpt1.atomic import atomic_dir, write_text
+from gpt1.atomic import write_text
 from gpt1.config import Params, ParamsError, load_params, read_yaml
 from gpt1.errors import describe, is_input_error
 from tasks.paths import STAGE_RECORDS
 
 log = logging.getLogger(__name__)
 
-STATUS_FILE = "status.json"  # in an output folder of a stage that had nothing to do: why
 VERDICTS = Path(".dvc/tmp/gpt1-verdicts")  # per stage: how its command last ended
-
-
-def write_not_run(folder: Path, reason: str) -> None:
-    """Replace `folder` (an output dvc.yaml declares) with one holding only `status.json`, which
-    says the stage did not run and why: the output exists, as DVC requires, and says so."""
-    with atomic_dir(folder) as tmp:
-        (tmp / STATUS_FILE).write_text(json.dumps({"run": False, "reason": reason}) + "\n")
-
-
-def not_run_reason(folder: Path) -> str | None:
-    """Why the stage that writes `folder` did not run (`write_not_run`), or None if it ran."""
-    status = folder / STATUS_FILE
-    if not status.is_file():
-        return None
-    recorded = json.loads(status.read_text())
-    return None if recorded["run"] else recorded["reason"]
 
 
 def declared_params(root: Path, address: str) -> dict[str, list[str]]:

@@ -12,8 +12,9 @@ from gpt1.corpus.encode import lopsided_split, tokenize_corpus
 from gpt1.corpus.parallel import describe
 from gpt1.corpus.shards import sha256_file, token_dtype
 from gpt1.errors import InputError
+from gpt1.records import write_not_run
 from tasks.paths import BPE_DIR, CLEAN_DIR, SHARDS_DIR
-from tasks.stage import main, write_not_run
+from tasks.stage import main
 
 log = logging.getLogger("tasks.tokenize")  # run as __main__: named by its module path
 

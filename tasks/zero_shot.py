@@ -32,6 +32,7 @@ from gpt1.downstream.zero_shot import (
 )
 from gpt1.errors import InputError
 from gpt1.model.registry import load_model
+from gpt1.records import not_run_reason
 from gpt1.training.checkpoint import snapshot_folders
 from gpt1.training.device import Placement, autocast, placement
 from tasks.paths import (
@@ -41,7 +42,7 @@ from tasks.paths import (
     RAW_TASKS,
     ZERO_SHOT_METRICS,
 )
-from tasks.stage import main, not_run_reason
+from tasks.stage import main
 
 log = logging.getLogger("tasks.zero_shot")  # run as __main__: named by its module path
 
@@ -129,7 +130,8 @@ def task_entry(task: TaskParams, zero_shot: ZeroShotTask) -> dict[str, Any]:
 def trunk_snapshots(trunk: str, model_dir: Path) -> dict[int, Path]:
     """step -> folder of each snapshot the trunk's pretraining kept, in step order; none where
     it was not run."""
-    if (reason := not_run_reason(model_dir)) is not None:
+    stage = "pretrain" if trunk == "gpt1" else f"pretrain_{trunk}"
+    if (reason := not_run_reason(model_dir, stage)) is not None:
         log.info("%s left out: not pretrained (%s)", trunk, reason)
         return {}
     folder = model_dir / PRETRAIN_SNAPSHOTS
