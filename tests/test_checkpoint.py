@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import errno
+import hashlib
 import io
 import json
 import logging
 import os
 import pickle
 import signal
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -42,7 +44,12 @@ def test_save_then_latest_round_trips(tmp_path: Path) -> None:
     assert loaded["step"] == 7 and loaded["fingerprint"] == "abc"
     assert torch.equal(loaded["model"]["w"], torch.full((2, 3), 1.5))
     assert loaded["history"] == [1, 2.5, "x"] and loaded["nested"] == {"lr": 1.5}
-    assert [p.name for p in tmp_path.iterdir()] == ["step-00000007.pt"]  # no temp files left
+    # no temp files left; the digest is sha256sum's own format
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["step-00000007.pt",
+                                                          "step-00000007.sha256"]
+    check = subprocess.run(["sha256sum", "--check", "step-00000007.sha256"], cwd=tmp_path,
+                           capture_output=True, text=True)
+    assert check.returncode == 0 and check.stdout == "step-00000007.pt: OK\n"
 
 
 def test_keeps_only_the_newest(tmp_path: Path) -> None:
@@ -50,6 +57,8 @@ def test_keeps_only_the_newest(tmp_path: Path) -> None:
     for step in (10, 20, 30, 100):
         store.save(step, _state(step))
     assert [p.name for p in store.paths()] == ["step-00000030.pt", "step-00000100.pt"]
+    assert sorted(p.name for p in tmp_path.glob("*.sha256")) == ["step-00000030.sha256",
+                                                                 "step-00000100.sha256"]
     assert store.latest()["step"] == 100  # numeric order, not the order of the file names' digits
 
 
@@ -62,7 +71,38 @@ def test_unreadable_newest_falls_back_to_the_previous(tmp_path: Path,
     with caplog.at_level(logging.WARNING, logger="gpt1.training.checkpoint"):
         state = store.latest()
     assert state is not None and state["step"] == 1
-    assert "step-00000002.pt: unreadable checkpoint" in caplog.text
+    assert ("step-00000002.pt: its sha256 is not the one step-00000002.sha256 recorded when it "
+            "was written (damaged since), trying an older one") in caplog.text
+
+
+def test_a_flipped_bit_in_the_tensors_is_caught(tmp_path: Path,
+                                                caplog: pytest.LogCaptureFixture) -> None:
+    """torch.load does not check the zip's CRCs: a flipped bit in tensor data loads as other
+    weights; the recorded sha256 catches it, and the previous checkpoint is resumed."""
+    store = CheckpointStore(tmp_path, "abc")
+    store.save(1, _state(1.0))
+    newest = store.save(2, _state(2.0))
+    data = bytearray(newest.read_bytes())
+    offset = data.index(torch.full((2, 3), 2.0).numpy().tobytes())  # the stored tensor's bytes
+    data[offset] ^= 0x01
+    newest.write_bytes(bytes(data))
+    flipped = torch.load(newest, weights_only=True)["model"]["w"]  # loads, silently wrong
+    assert not torch.equal(flipped, torch.full((2, 3), 2.0))
+    with caplog.at_level(logging.WARNING, logger="gpt1.training.checkpoint"):
+        state = store.latest()
+    assert state is not None and state["step"] == 1
+    assert "step-00000002.pt: its sha256 is not the one" in caplog.text
+
+
+def test_a_checkpoint_without_its_digest_is_not_resumed(tmp_path: Path,
+                                                        caplog: pytest.LogCaptureFixture) -> None:
+    store = CheckpointStore(tmp_path, "abc")
+    store.save(1, _state(1.0))
+    store.save(2, _state(2.0))
+    (tmp_path / "step-00000002.sha256").unlink()  # as if the write stopped in between
+    with caplog.at_level(logging.WARNING, logger="gpt1.training.checkpoint"):
+        assert store.latest()["step"] == 1
+    assert "no sha256 recorded in step-00000002.sha256 (its write was cut short)" in caplog.text
 
 
 class _Exploit:
@@ -75,7 +115,10 @@ def test_loading_executes_no_code(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     monkeypatch.chdir(tmp_path)
     store = CheckpointStore(tmp_path / "ckpt", "abc")
     store.save(1, _state(1.0))
-    (tmp_path / "ckpt" / "step-00000002.pt").write_bytes(pickle.dumps(_Exploit()))
+    exploit = tmp_path / "ckpt" / "step-00000002.pt"
+    exploit.write_bytes(pickle.dumps(_Exploit()))
+    digest = hashlib.sha256(exploit.read_bytes()).hexdigest()  # its digest passes: load it
+    (tmp_path / "ckpt" / "step-00000002.sha256").write_text(f"{digest}  {exploit.name}\n")
     state = store.latest()
     assert not (tmp_path / "pwned").exists()  # weights_only refused to build the object
     assert state is not None and state["step"] == 1
@@ -103,7 +146,8 @@ def test_a_failed_write_leaves_the_previous_checkpoint(tmp_path: Path,
         store.save(2, _state(2.0))
     assert info.value.errno == errno.ENOSPC
     assert info.value.filename == str(tmp_path / "step-00000002.pt")  # the file is named
-    assert [p.name for p in tmp_path.iterdir()] == ["step-00000001.pt"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["step-00000001.pt",
+                                                          "step-00000001.sha256"]
     assert store.latest()["step"] == 1
 
 
@@ -117,7 +161,7 @@ def test_a_full_disk_is_reported_as_such(small_disk: Callable[[int], Path]) -> N
         store.save(2, {"w": torch.zeros(100_000)})
     assert info.value.errno == errno.ENOSPC
     assert info.value.filename == str(disk / "step-00000002.pt")
-    assert [p.name for p in disk.iterdir()] == ["step-00000001.pt"]
+    assert sorted(p.name for p in disk.iterdir()) == ["step-00000001.pt", "step-00000001.sha256"]
     assert store.latest()["step"] == 1
 
 

@@ -3,6 +3,9 @@
 A checkpoint is one `torch.save` file holding only tensors, numbers, strings, lists and dicts, so
 `torch.load(weights_only=True)` reads it. It is written beside its final name, fsynced and renamed
 (`gpt1.atomic.atomic_file`), so a crash at any moment leaves the previous checkpoints intact.
+Its sha256 is recorded beside it (`step-<N>.sha256`, as `sha256sum` writes it) and checked before
+it is resumed from: `torch.load` does not check the zip's CRCs, and a flipped bit would otherwise
+resume silently into other weights.
 
 Runs of different settings keep their checkpoints apart (`CheckpointRuns`: one folder per settings
 fingerprint), so changing a knob never deletes another run's work.
@@ -79,17 +82,24 @@ class CheckpointStore:
             if cause is None:
                 raise
             raise OSError(cause.errno, cause.strerror, str(path)) from None
+        write_text(_digest_path(path), f"{_sha256(path)}  {path.name}\n")
         for old in self.paths()[:-self.keep]:
             old.unlink()
+            _digest_path(old).unlink(missing_ok=True)
         return path
 
     def latest(self) -> dict[str, Any] | None:
         """The newest checkpoint that loads and belongs to this run, or None.
 
-        An unreadable file (a copy cut short, a disk error) is skipped with a warning in favour
-        of the one before it.
+        A file whose sha256 is not the one recorded when it was written (changed since, or its
+        digest never written), or that does not load (a copy cut short, a disk error), is
+        skipped with a warning in favour of the one before it.
         """
         for path in reversed(self.paths()):
+            damaged = _damaged(path)
+            if damaged is not None:
+                log.warning("%s: %s, trying an older one", path, damaged)
+                continue
             try:
                 state = torch.load(path, map_location="cpu", weights_only=True)
             except Exception as err:  # any unreadable file: fall back to an older one
@@ -105,6 +115,7 @@ class CheckpointStore:
         """Remove every checkpoint and snapshot (a fresh run must not leave a stale one)."""
         for path in self.paths():
             path.unlink()
+            _digest_path(path).unlink(missing_ok=True)
         shutil.rmtree(self.directory / SNAPSHOTS, ignore_errors=True)
 
     def save_snapshot(self, step: int, model: Trunk) -> Path:
@@ -131,6 +142,32 @@ def snapshot_folders(folder: Path) -> dict[int, Path]:
     found = folder.glob("step-*") if folder.is_dir() else []
     return {int(p.name.removeprefix("step-")): p for p in sorted(found)
             if _SNAPSHOT_NAME.fullmatch(p.name)}
+
+
+def _digest_path(checkpoint: Path) -> Path:
+    return checkpoint.with_suffix(".sha256")
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        while chunk := fh.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _damaged(checkpoint: Path) -> str | None:
+    """Why `checkpoint` is not the file that was written (None if it is): its recorded sha256
+    is missing (the write stopped before it) or differs from the file's."""
+    digest = _digest_path(checkpoint)
+    if not digest.is_file():
+        return f"no sha256 recorded in {digest.name} (its write was cut short)"
+    recorded = digest.read_text(encoding="utf-8").split(maxsplit=1)[0] if digest.stat().st_size \
+        else ""
+    if recorded != _sha256(checkpoint):
+        return (f"its sha256 is not the one {digest.name} recorded when it was written "
+                "(damaged since)")
+    return None
 
 
 def _os_error(err: BaseException | None) -> OSError | None:
@@ -193,6 +230,8 @@ class CheckpointRuns:
             folder = self.root / fingerprint[:16]
             folder.mkdir(exist_ok=True)
             path.rename(folder / path.name)
+            if _digest_path(path).is_file():
+                _digest_path(path).rename(_digest_path(folder / path.name))
             log.warning("%s: moved to %s (checkpoints now live in one folder per run)", path,
                         folder)
 
