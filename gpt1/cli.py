@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from gpt1.errors import describe, is_input_error
-from gpt1.presets.edit import apply_preset, available, parse_assignments, update_params
+from gpt1.presets.edit import apply_preset, available, parse_assignments, set_keys
 
 FORCE_HELP = "replace --out even if it holds files this command does not write"
 
@@ -55,7 +55,7 @@ def set_params(
 ) -> None:
     """Set params.yaml keys (values are YAML), validated before anything is written."""
     with _input_errors():
-        update_params(params, parse_assignments(assignments))
+        set_keys(params, parse_assignments(assignments))
     typer.echo(f"{params}: set {', '.join(assignments)}")
 
 

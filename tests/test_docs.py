@@ -21,7 +21,7 @@ import typer.main
 from bench import pages
 from gpt1.cli import app
 from gpt1.config import ParamsError, read_yaml
-from gpt1.presets.edit import available, load_preset, parse_assignments, update_params
+from gpt1.presets.edit import available, load_preset, parse_assignments, set_keys
 
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
@@ -215,7 +215,7 @@ def _set_errors(assignments: list[str]) -> list[str]:
         copy_ = Path(scratch) / "params.yaml"
         shutil.copyfile(REPO / "params.yaml", copy_)
         try:
-            update_params(copy_, parse_assignments(assignments))
+            set_keys(copy_, parse_assignments(assignments))
         except ParamsError as err:
             return [str(err)]
     return []

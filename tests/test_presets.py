@@ -16,6 +16,7 @@ from gpt1.presets.edit import (
     load_preset,
     nest,
     parse_assignments,
+    set_keys,
     update_params,
 )
 
@@ -142,10 +143,9 @@ def test_nest_and_parse_assignments() -> None:
     assert nest({"a.b": 1, "a.c": 2, "d": 3}) == {"a": {"b": 1, "c": 2}, "d": 3}
     assert parse_assignments(["ingest.root=../shared/data", "model.n_ctx=64",
                               "ingest.corpus=[a/*.txt, b.txt]", "ingest.max_dev_examples=null"]
-                             ) == {"ingest": {"root": "../shared/data",
-                                              "corpus": ["a/*.txt", "b.txt"],
-                                              "max_dev_examples": None},
-                                   "model": {"n_ctx": 64}}
+                             ) == {"ingest.root": "../shared/data", "model.n_ctx": 64,
+                                   "ingest.corpus": ["a/*.txt", "b.txt"],
+                                   "ingest.max_dev_examples": None}
     for bad in ("no-equals-sign", "=5"):
         with pytest.raises(ParamsError, match="expected KEY=VALUE"):
             parse_assignments([bad])
@@ -156,14 +156,14 @@ def test_nest_and_parse_assignments() -> None:
 def test_values_are_written_as_dvc_reads_them(params_copy: Path) -> None:
     """`gpt1 set` reads a value as YAML 1.2, as DVC reads params.yaml: `1e-3` is a number (YAML
     1.1 made it a string, which params.yaml would have held quoted)."""
-    update_params(params_copy, parse_assignments(["pretrain.lr=1e-3"]))
+    set_keys(params_copy, parse_assignments(["pretrain.lr=1e-3"]))
     assert "  lr: 0.001" in params_copy.read_text().splitlines()
     assert load_params(params_copy).pretrain.lr == 0.001
 
 
 def test_update_params_sets_keys_and_keeps_the_rest(params_copy: Path) -> None:
     before = params_copy.read_text().splitlines()
-    update_params(params_copy, parse_assignments(
+    set_keys(params_copy, parse_assignments(
         ["ingest.max_train_examples=300", "ingest.corpus=[books/a.txt]"]))
     after = params_copy.read_text().splitlines()
     changed = [(a, b) for a, b in zip(before, after, strict=True) if a != b]
@@ -194,15 +194,15 @@ def test_default_preset_is_the_shipped_params(params_copy: Path) -> None:
 
 
 def test_set_adds_keys_only_where_the_user_names_them(params_copy: Path) -> None:
-    update_params(params_copy, parse_assignments(["tasks.sst2.overrides.lr=0.01",
+    set_keys(params_copy, parse_assignments(["tasks.sst2.overrides.lr=0.01",
                                                   "tasks.sst2.paper.dev=90.0"]))
     params = load_params(params_copy)
     assert params.tasks["sst2"].overrides == {"lr": 0.01}
     assert params.tasks["sst2"].paper == {"dev": 90.0}
     with pytest.raises(ParamsError, match=r"params key tasks\.sst2\.lables does not exist"):
-        update_params(params_copy, parse_assignments(["tasks.sst2.lables=[a, b]"]))
+        set_keys(params_copy, parse_assignments(["tasks.sst2.lables=[a, b]"]))
     with pytest.raises(ParamsError, match=r"tasks\.sst2\.overrides: unknown keys"):
-        update_params(params_copy, parse_assignments(["tasks.sst2.overrides.speed=3"]))
+        set_keys(params_copy, parse_assignments(["tasks.sst2.overrides.speed=3"]))
 
 
 def test_a_preset_replaces_the_analyses_tasks_whole(params_copy: Path) -> None:
@@ -218,7 +218,34 @@ def test_a_preset_replaces_the_analyses_tasks_whole(params_copy: Path) -> None:
     assert params_copy.read_text() == REPO_PARAMS.read_text()  # back to what the repo ships
 
 
-def test_set_merges_into_the_analyses_tasks(params_copy: Path) -> None:
+def test_set_adds_one_key_to_the_analyses_tasks(params_copy: Path) -> None:
     """`gpt1 set` names one key: the task mapping's other entries stay."""
-    update_params(params_copy, parse_assignments(["analysis.ablation.tasks.rte=[100]"]))
+    set_keys(params_copy, parse_assignments(["analysis.ablation.tasks.rte=[100]"]))
     assert load_params(params_copy).analysis.ablation.tasks == {"sst2": [500], "rte": [100]}
+
+
+def test_set_replaces_a_mapping_it_is_given(params_copy: Path) -> None:
+    """A value given for a key is that key's value: a mapping replaces the mapping, it is not
+    merged into it (`{}` empties it)."""
+    set_keys(params_copy, parse_assignments(["tasks.sst2.overrides={epochs: 2, lr: 0.01}"]))
+    assert load_params(params_copy).tasks["sst2"].overrides == {"epochs": 2, "lr": 0.01}
+    set_keys(params_copy, parse_assignments(["tasks.sst2.overrides={}"]))
+    assert load_params(params_copy).tasks["sst2"].overrides == {}
+    set_keys(params_copy, parse_assignments(["analysis.ablation.tasks={rte: [100]}"]))
+    assert load_params(params_copy).analysis.ablation.tasks == {"rte": [100]}
+
+
+@pytest.mark.parametrize(("assignment", "message"), [
+    ("tasks.mytask.title=X", r"tasks\.mytask\.\w+: Field required"),
+    ("model.n_ctx.x=5", r"^params key model\.n_ctx\.x: model\.n_ctx is 64, not a mapping of "
+                        r"keys$"),
+    ("tasks.sst2.files.train.glue=1", r"^params key tasks\.sst2\.files\.train\.glue: "
+                                      r"tasks\.sst2\.files\.train is '.*', not a mapping of keys$"),
+    ("modle.n_ctx=5", r"^params key modle does not exist$"),
+])
+def test_set_names_the_key_it_cannot_set(params_copy: Path, assignment: str,
+                                         message: str) -> None:
+    before = params_copy.read_bytes()
+    with pytest.raises(ParamsError, match=message):
+        set_keys(params_copy, parse_assignments([assignment]))
+    assert params_copy.read_bytes() == before

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 
@@ -63,15 +64,19 @@ def _overlay(target: dict, overlay: dict, where: str = "",
             target[key] = _inline(value)
 
 
-def update_params(params_path: Path, overlay: dict, replace: re.Pattern[str] | None = None) -> None:
-    """Set the (nested) keys of `overlay` in `params_path`, keeping its comments and order (the
-    mappings `replace` matches are replaced whole); the result is validated before anything is
-    written."""
+def _yaml() -> YAML:
     yaml_rt = YAML()
     yaml_rt.preserve_quotes = True
     yaml_rt.width = 4096  # never re-flow a long line of params.yaml
     yaml_rt.representer.add_representer(
         type(None), lambda r, _: r.represent_scalar("tag:yaml.org,2002:null", "null"))
+    return yaml_rt
+
+
+def _edit(params_path: Path, change: Callable[[dict], None]) -> None:
+    """Apply `change` to `params_path`'s mapping, keeping its comments and order; the result
+    is validated before anything is written."""
+    yaml_rt = _yaml()
     if not params_path.is_file():
         raise ParamsError(f"{params_path}: not found")
     try:
@@ -83,10 +88,53 @@ def update_params(params_path: Path, overlay: dict, replace: re.Pattern[str] | N
     if not isinstance(data, dict):
         raise ParamsError(f"{params_path}: expected a mapping of sections, found "
                           f"{type(data).__name__}")
-    _overlay(data, overlay, "", replace)
+    change(data)
     parse_params(data, params_path)
     with atomic_file(params_path) as tmp, tmp.open("w", encoding="utf-8") as fh:
         yaml_rt.dump(data, fh)
+
+
+def _mapping(node: object, where: str, dotted: str) -> dict:
+    """`node`, the value at `where`, if it is a mapping that `dotted` can reach into."""
+    if not isinstance(node, dict):
+        raise ParamsError(f"params key {dotted}: {where.rstrip('.')} is {node!r}, not a "
+                          "mapping of keys")
+    return node
+
+
+def _known(node: dict, key: str, where: str) -> None:
+    """Refuse a key that `node` (at `where`) lacks, unless its keys are the user's to choose."""
+    if key not in node and not _OPEN_MAPPINGS.fullmatch(where):
+        raise ParamsError(f"params key {where}{key} does not exist")
+
+
+def update_params(params_path: Path, overlay: dict, replace: re.Pattern[str] | None = None) -> None:
+    """Overlay the (nested) keys of `overlay` onto `params_path`, merging mappings (the mappings
+    `replace` matches are replaced whole), as a preset does."""
+    _edit(params_path, lambda data: _overlay(data, overlay, "", replace))
+
+
+def set_keys(params_path: Path, values: dict[str, object]) -> None:
+    """Set each dotted key of `values` in `params_path` to its value, whole: a mapping given
+    replaces the key's mapping (`tasks.sst2.overrides={}` empties it). Every key on the way must
+    be a mapping; a key params.yaml lacks is refused, except inside the mappings whose keys are
+    the user's (tasks, a task's overrides, an analysis's tasks)."""
+
+    def change(data: dict) -> None:
+        for dotted, value in values.items():
+            *parents, leaf = dotted.split(".")
+            node, where, new = data, "", False
+            for part in parents:
+                if part not in _mapping(node, where, dotted):
+                    if not new:
+                        _known(node, part, where)
+                    node[part], new = CommentedMap(), True  # the params model checks its keys
+                node, where = node[part], f"{where}{part}."
+            if not new:
+                _known(_mapping(node, where, dotted), leaf, where)
+            node[leaf] = _inline(value)
+
+    _edit(params_path, change)
 
 
 def apply_preset(name: str, params_path: Path) -> None:
@@ -106,8 +154,8 @@ def nest(dotted: dict[str, object]) -> dict:
     return overlay
 
 
-def parse_assignments(assignments: list[str]) -> dict:
-    """`["a.b=1", "c=[x, y]"]` -> `{"a": {"b": 1}, "c": ["x", "y"]}`, values read as YAML."""
+def parse_assignments(assignments: list[str]) -> dict[str, object]:
+    """`["a.b=1", "c=[x, y]"]` -> `{"a.b": 1, "c": ["x", "y"]}`, values read as YAML."""
     dotted: dict[str, object] = {}
     for item in assignments:
         key, sep, value = item.partition("=")
@@ -117,4 +165,4 @@ def parse_assignments(assignments: list[str]) -> dict:
             dotted[key] = read_yaml(value)
         except YAMLError as err:
             raise ParamsError(f"{key}: {value!r} is not valid YAML: {yaml_problem(err)}") from None
-    return nest(dotted)
+    return dotted
