@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from gpt1.errors import describe, is_input_error
+from gpt1.errors import InputError, describe, is_input_error
 from gpt1.presets.edit import apply_preset, available, parse_assignments, set_keys
 
 FORCE_HELP = "replace --out even if it holds files this command does not write"
@@ -59,6 +59,37 @@ def set_params(
     typer.echo(f"{params}: set {', '.join(assignments)}")
 
 
+def _declared_outputs(dvc_yaml: Path) -> dict[str, str]:
+    """Each output path dvc.yaml declares -> its stage; a path with `${...}` in it (a foreach or
+    matrix stage's) is cut before the first `${`, standing for every path under that prefix."""
+    from gpt1.config import read_yaml
+
+    declared: dict[str, str] = {}
+    for name, stage in (read_yaml(dvc_yaml.read_text(encoding="utf-8")) or {}).get(
+            "stages", {}).items():
+        body = stage.get("do", stage)
+        for kind in ("outs", "metrics", "plots"):
+            for entry in body.get(kind, []) or []:
+                path = entry if isinstance(entry, str) else next(iter(entry))
+                declared[path.partition("${")[0]] = name
+    return declared
+
+
+def _outside_pipeline_outputs(out: Path) -> None:
+    """Refuse `out` inside (or at) an output of a stage of the DVC project it lies in: DVC owns
+    what is there, and a file written into it leaves the stage modified in `dvc status`."""
+    target = out.resolve()
+    root = next((d for d in target.parents if (d / "dvc.yaml").is_file()), None)
+    if root is None:
+        return
+    where = target.relative_to(root).as_posix()
+    for path, stage in _declared_outputs(root / "dvc.yaml").items():
+        prefix = path.rstrip("/")
+        if prefix and (where == prefix or where.startswith(f"{prefix}/")):
+            raise InputError(f"--out {out}: inside {path}, an output of stage {stage} in "
+                             f"{root / 'dvc.yaml'}; DVC owns what is there: write elsewhere")
+
+
 @app.command()
 def generate(
     model: Annotated[Path, typer.Option(help="a directory with config.json, model.safetensors "
@@ -93,6 +124,7 @@ def export_hf(
     from gpt1.interop import hf
 
     with _input_errors():
+        _outside_pipeline_outputs(out)
         hf.export_hf(model, out, force)
     typer.echo(f"{out}: written (openai-gpt)")
 
@@ -108,6 +140,7 @@ def import_hf(
     from gpt1.interop import hf
 
     with _input_errors():
+        _outside_pipeline_outputs(out)
         ignored = hf.import_hf(hf_dir, out, force)
     if ignored:
         typer.echo(f"ignored (no place in our LM): {', '.join(ignored)}")
@@ -129,6 +162,7 @@ def import_openai(
     from gpt1.interop.openai import import_release
 
     with _input_errors():
+        _outside_pipeline_outputs(out)
         cfg = import_release(release, out, n_ctx=n_ctx, n_head=n_head, seed=seed, force=force)
     typer.echo(f"{out}: written ({cfg.n_layer} layers x {cfg.n_embd}, {cfg.n_head} heads, "
                f"{cfg.vocab_size} tokens, n_ctx {cfg.n_ctx})")

@@ -22,7 +22,7 @@ from gpt1.model.transformer import GPT1
 from gpt1.presets.edit import nest, update_params
 from gpt1.training.distributed import Group, from_env
 from gpt1.training.pretrain import pretrain
-from tasks.pretrain import model_config
+from gpt1.training.pretrain_job import model_config
 from tests.conftest import REPO, run
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -144,7 +144,8 @@ def test_two_processes_follow_the_one_process_trajectory(tmp_path: Path) -> None
     assert json.loads((rank0 / "metrics/pretrain.json").read_text())["steps"] == STEPS
     [run] = (tmp_path / "shared/checkpoints/pretrain").iterdir()  # one folder: one setting
     assert sorted(p.name for p in run.iterdir()) == [
-        "run.json", "snapshots", "step-00000005.pt", "step-00000010.pt"]
+        "run.json", "snapshots", "step-00000005.pt", "step-00000005.sha256", "step-00000010.pt",
+        "step-00000010.sha256"]
     # the snapshot steps reached (of params.yaml's), written once, by rank 0
     params = load_params(tmp_path / "params.yaml")
     reached = [s for s in params.pretrain.snapshots if s <= STEPS]

@@ -7,6 +7,7 @@ Run with `pytest -s` to see the max absolute differences.
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -29,7 +30,7 @@ from gpt1.interop.hf import HF_AFN, export_hf, import_hf
 from gpt1.model.heads import TaskModel
 from gpt1.model.registry import load_config, load_model, save_model
 from gpt1.model.transformer import GPT1, GPT1Config
-from tests.conftest import run
+from tests.conftest import REPO, run
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 hf_logging.disable_progress_bar()  # keep `pytest -s` output to the printed differences
@@ -264,6 +265,10 @@ BAD_CHECKPOINTS = {
                        "); convert it to model.safetensors"]),
     "bin cut short": (lambda d: cut_short(as_bin(d, load_file(d / "model.safetensors"))),
                       ["pytorch_model.bin: not a readable PyTorch file (RuntimeError: "]),
+    "a NaN": (lambda d: edit_weights(d, "transformer.h.0.mlp.c_fc.weight",
+                                     torch.full((16, 64), float("nan"))),
+              ["model.safetensors: transformer.h.0.mlp.c_fc.weight holds 1,024 numbers that "
+               "are not finite (NaN or infinity): the checkpoint is damaged"]),
 }
 
 
@@ -345,3 +350,24 @@ def test_cli_replaces_only_what_it_writes(hf_dir: Path, tmp_path: Path, command:
     code, output = invoke(command, *source, "--out", out)  # its own output: replaced as asked
     assert code == 0, output
     assert sorted(p.name for p in out.iterdir()) == written
+
+
+def test_cli_never_writes_inside_a_pipeline_output(hf_dir: Path, tmp_path: Path) -> None:
+    """An --out within a folder dvc.yaml declares as a stage's output (a foreach stage's
+    included) is refused, naming the stage: DVC would find that stage modified."""
+    project = tmp_path / "repo"
+    project.mkdir()
+    shutil.copy(REPO / "dvc.yaml", project / "dvc.yaml")
+    model = saved(ours_model(SHAPES[0], seed=5), tmp_path / "to_export")
+    before = snapshot(project)
+    for inside, stage in (("artifacts/pretrain/hf", "pretrain"), ("artifacts/pretrain", "pretrain"),
+                          ("artifacts/finetune/sst2/hf", "finetune")):
+        for command, source in (("export-hf", ("--model", model)),
+                                ("import-hf", ("--hf", hf_dir))):
+            code, output = invoke(command, *source, "--out", project / inside)
+            assert code == 2, output
+            assert output.startswith(f"error: --out {project / inside}: inside artifacts/"), output
+            assert f", an output of stage {stage} in {project / 'dvc.yaml'}" in output, output
+    assert snapshot(project) == before
+    code, output = invoke("export-hf", "--model", model, "--out", project / "exports" / "hf")
+    assert code == 0, output  # elsewhere in the project is fine

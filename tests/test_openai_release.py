@@ -24,6 +24,7 @@ from typer.testing import CliRunner
 
 from gpt1.cli import app
 from gpt1.corpus.text import TextCleaner
+from gpt1.errors import InputError
 from gpt1.interop.openai import (
     import_release,
     load_release_params,
@@ -222,12 +223,48 @@ def test_a_shard_that_is_not_1d(release_copy: Path) -> None:
         load_release_params(release_copy)
 
 
+def test_a_nan_in_the_weights_is_refused_naming_file_position_and_array(
+        release_copy: Path) -> None:
+    shard = np.load(release_copy / "params_4.npy")
+    shard[7] = np.nan
+    np.save(release_copy / "params_4.npy", shard)
+    before = sum(np.load(release_copy / f"params_{n}.npy").size for n in range(4)) + 7
+    shapes = json.loads((release_copy / "params_shapes.json").read_text())
+    ends = np.cumsum([int(np.prod(s)) for s in shapes])
+    array = int(np.searchsorted(ends, before, side="right"))  # the array position `before` is in
+    with pytest.raises(InputError, match=rf"params_4.npy: holds nan at position 7 \(array "
+                                         rf"{array} of params_shapes.json, shape "
+                                         rf"{re.escape(str(shapes[array]))}\); 1 numbers of the "
+                                         r"release are not finite: it is damaged"):
+        load_release_params(release_copy)
+
+
+def test_a_shard_that_is_not_a_npy_file(release_copy: Path) -> None:
+    (release_copy / "params_0.npy").write_text("these are not weights\n")
+    with pytest.raises(InputError, match=r"params_0.npy: not a numpy .npy file \(it does not "
+                                         r"start with numpy's magic bytes\)"):
+        load_release_params(release_copy)
+
+
 def test_encoder_size_must_match_the_token_rows(release_copy: Path, tmp_path: Path) -> None:
     encoder = {t: i for i, t in enumerate(TOKENS[:-1])}
     (release_copy / "encoder_bpe_40000.json").write_text(json.dumps(encoder))
     with pytest.raises(ValueError, match=r"59 tokens, but params_shapes.json has 60 token rows"):
         import_release(release_copy, tmp_path / "out", n_ctx=N_CTX, n_head=HEADS)
     assert not (tmp_path / "out").exists()
+
+
+def test_cli_import_never_writes_inside_a_pipeline_output(
+        release: tuple[Path, list[np.ndarray]], tmp_path: Path) -> None:
+    (tmp_path / "dvc.yaml").write_text("stages:\n  pretrain:\n    cmd: x\n    outs:\n"
+                                       "      - artifacts/pretrain\n")
+    out = tmp_path / "artifacts" / "pretrain" / "openai"
+    result = CliRunner().invoke(app, ["import-openai", "--release", str(release[0]), "--out",
+                                      str(out), "--n-ctx", str(N_CTX), "--n-head", str(HEADS)])
+    assert result.exit_code == 2
+    assert result.output.startswith(f"error: --out {out}: inside artifacts/pretrain, an output "
+                                    "of stage pretrain in ")
+    assert not out.exists()
 
 
 def test_cli_imports_then_generates(release: tuple[Path, list[np.ndarray]],

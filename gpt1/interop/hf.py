@@ -212,6 +212,12 @@ def load_hf_model(hf_dir: Path, cfg: GPT1Config) -> tuple[GPT1, list[str]]:
     """Our model from the weights of an HF `openai-gpt` directory (`model.safetensors` or
     `pytorch_model.bin`) of config `cfg`; returns it and the keys it left out."""
     sd, weights_path = _read_hf_weights(Path(hf_dir))
+    for key, tensor in sd.items():
+        if (isinstance(tensor, torch.Tensor) and tensor.is_floating_point()
+                and not bool(torch.isfinite(tensor).all())):
+            count = int((~torch.isfinite(tensor)).sum())
+            raise InputError(f"{weights_path}: {key} holds {count:,} numbers that are not "
+                             "finite (NaN or infinity): the checkpoint is damaged")
     return from_hf_state_dict(sd, cfg, str(weights_path))
 
 

@@ -81,7 +81,14 @@ def shard_paths(release_dir: Path) -> list[Path]:
     return [found[n] for n in range(len(found))]
 
 
+NPY_MAGIC = b"\x93NUMPY"  # how every .npy file starts (numpy.lib.format)
+
+
 def _open_shard(path: Path) -> np.ndarray:
+    with path.open("rb") as fh:
+        if fh.read(len(NPY_MAGIC)) != NPY_MAGIC:
+            raise InputError(f"{path}: not a numpy .npy file (it does not start with numpy's "
+                             "magic bytes); the release's shards are params_<n>.npy arrays")
     try:
         shard = np.load(path, mmap_mode="r", allow_pickle=False)
     except (OSError, ValueError) as err:
@@ -113,7 +120,26 @@ def load_release_params(release_dir: Path) -> list[np.ndarray]:
         sizes = ", ".join(f"{p.name} {s.size:,}" for p, s in zip(paths, shards, strict=True))
         raise InputError(f"{release_dir}: the shards hold {total:,} numbers ({sizes}) but "
                          f"{SHAPES_FILE} lists {expected:,}")
-    return split_params(np.concatenate(shards, dtype=np.float32), shapes)
+    flat = np.concatenate(shards, dtype=np.float32)
+    check_finite(flat, paths, [s.size for s in shards], shapes)
+    return split_params(flat, shapes)
+
+
+def check_finite(flat: np.ndarray, paths: list[Path], shard_sizes: list[int],
+                 shapes: list[Shape]) -> None:
+    """Refuse a release holding a NaN or an infinity, naming the shard file, the position in it
+    and the array of `params_shapes.json` it falls in: such weights would import, and generate
+    or fine-tune nothing but NaN."""
+    bad = np.flatnonzero(~np.isfinite(flat))
+    if not bad.size:
+        return
+    first = int(bad[0])
+    shard = int(np.searchsorted(np.cumsum(shard_sizes), first, side="right"))
+    array = int(np.searchsorted(np.cumsum([math.prod(s) for s in shapes]), first, side="right"))
+    start = sum(shard_sizes[:shard])
+    raise InputError(f"{paths[shard]}: holds {flat[first]} at position {first - start:,} (array "
+                     f"{array} of {SHAPES_FILE}, shape {list(shapes[array])}); {bad.size:,} "
+                     "numbers of the release are not finite: it is damaged")
 
 
 class Layout(NamedTuple):
