@@ -1,287 +1,73 @@
 """Stages `pretrain` and `pretrain_lstm`: language-model pretraining on the token shards, of GPT-1
-and of the paper's recurrent control (`--trunk lstm`, Table 5), each with its own outputs."""
+and of the paper's recurrent control (`--trunk lstm`, Table 5), each with its own outputs
+(`gpt1.training.pretrain_job` does the work)."""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import hashlib
-import json
 import logging
-import shutil
-import time
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
-import torch
-from dvclive import Live
-
-from gpt1.atomic import atomic_dir, write_text
-from gpt1.config import SOURCE_TITLES, Params, PretrainParams
-from gpt1.corpus.bpe import GPT1Tokenizer
-from gpt1.corpus.shards import read_verified_split, unigram_loss
-from gpt1.errors import InputError
-from gpt1.interop.source import import_pretrained
-from gpt1.model.lstm import LSTMConfig, width_for_parameters
-from gpt1.model.registry import build_trunk, save_model
-from gpt1.model.transformer import GPT1Config
-from gpt1.model.trunk import TrunkConfig
-from gpt1.records import write_not_run
-from gpt1.training.checkpoint import CheckpointRuns, CheckpointStore, StopRequested
-from gpt1.training.device import resolve_device
-from gpt1.training.distributed import process_group
-from gpt1.training.pretrain import pretrain
-from gpt1.training.resources import FP32, check_disk, check_memory
-from tasks.paths import (
-    BPE_DIR,
-    PRETRAIN_CHECKPOINTS,
-    PRETRAIN_DIR,
-    PRETRAIN_LIVE,
-    PRETRAIN_LSTM_CHECKPOINTS,
-    PRETRAIN_LSTM_DIR,
-    PRETRAIN_LSTM_LIVE,
-    PRETRAIN_LSTM_METRICS,
-    PRETRAIN_METRICS,
-    PRETRAIN_SNAPSHOTS,
-    SHARDS_DIR,
-)
+from gpt1.config import Params
+from gpt1.records import record_not_run, write_record
+from tasks import paths
 from tasks.stage import main
 
 log = logging.getLogger("tasks.pretrain")  # run as __main__: named by its module path
 
-UNIGRAM_MARGIN = 0.1  # nats: closer than this to the unigram loss, context is barely used
-# Knobs that change neither the data nor the arithmetic of training: a checkpoint written under
-# other values of these is still resumed from. (A run trains only when source is train.)
-NOT_IN_FINGERPRINT = {"log_every", "checkpoint_every", "keep_checkpoints", "keep_other_runs",
-                      "peak_tflops", "source", "source_dir"}
-# What `pretrain.extend` lets differ between a run and the shorter one it continues.
-BUDGET = ("max_steps", "extend")
+# by trunk: the model, its checkpoints, its metrics file, its live logs
+OUTPUTS = {"gpt1": (paths.PRETRAIN_DIR, paths.PRETRAIN_CHECKPOINTS, paths.PRETRAIN_METRICS,
+                    paths.PRETRAIN_LIVE),
+           "lstm": (paths.PRETRAIN_LSTM_DIR, paths.PRETRAIN_LSTM_CHECKPOINTS,
+                    paths.PRETRAIN_LSTM_METRICS, paths.PRETRAIN_LSTM_LIVE)}
 
 
-@dataclass(frozen=True)
-class Outputs:
-    """Where a pretraining stage writes."""
-
-    model: Path
-    checkpoints: Path
-    metrics: Path
-    live: Path
-
-
-OUTPUTS = {"gpt1": Outputs(PRETRAIN_DIR, PRETRAIN_CHECKPOINTS, PRETRAIN_METRICS, PRETRAIN_LIVE),
-           "lstm": Outputs(PRETRAIN_LSTM_DIR, PRETRAIN_LSTM_CHECKPOINTS, PRETRAIN_LSTM_METRICS,
-                           PRETRAIN_LSTM_LIVE)}
-
-
-def model_config(params: Params, vocab_size: int) -> GPT1Config:
-    m = params.model
-    return GPT1Config(vocab_size=vocab_size, n_ctx=m.n_ctx, n_embd=m.n_embd, n_layer=m.n_layer,
-                      n_head=m.n_head, embd_pdrop=m.dropout, attn_pdrop=m.dropout,
-                      resid_pdrop=m.dropout)
-
-
-def lstm_config(params: Params, vocab_size: int) -> LSTMConfig:
-    """The LSTM of `analysis.lstm`: `n_embd` units, or else the most whose parameter count is
-    within the Transformer's; the Transformer's context and dropout."""
-    m = params.model
-    units = params.analysis.lstm.n_embd or width_for_parameters(
-        model_config(params, vocab_size).parameter_count(), vocab_size)
-    return LSTMConfig(vocab_size=vocab_size, n_ctx=m.n_ctx, n_embd=units, embd_pdrop=m.dropout,
-                      resid_pdrop=m.dropout)
-
-
-def trunk_config(params: Params, trunk: str, vocab_size: int) -> TrunkConfig:
-    return lstm_config(params, vocab_size) if trunk == "lstm" else model_config(params, vocab_size)
-
-
-def training_knobs(params: Params, trunk: str) -> PretrainParams:
-    """`pretrain`, with the LSTM's own learning rate where `analysis.lstm.lr` sets one."""
-    if trunk == "lstm" and params.analysis.lstm.lr is not None:
-        return params.pretrain.model_copy(update={"lr": params.analysis.lstm.lr})
-    return params.pretrain
-
-
-def run_settings(params: Params, manifest_text: str, trunk: str = "gpt1") -> dict[str, Any]:
-    """Everything a pretraining trajectory depends on: model and training knobs and the exact
-    token shards (their manifest holds each shard's sha256). Its digest names the run."""
-    settings = {"model": params.model.model_dump(),
-                "pretrain": training_knobs(params, trunk).model_dump(exclude=NOT_IN_FINGERPRINT),
-                "shards": hashlib.sha256(manifest_text.encode()).hexdigest()}
-    if trunk != "gpt1":
-        settings["trunk"] = {"model_type": trunk, **params.analysis.lstm.model_dump()}
-    return settings
-
-
-def _without_budget(settings: dict[str, Any]) -> dict[str, Any]:
-    return {**settings, "pretrain": {k: v for k, v in settings["pretrain"].items()
-                                     if k not in BUDGET}}
-
-
-def run_to_extend(runs: CheckpointRuns, ours: CheckpointStore) -> CheckpointStore | None:
-    """The run `pretrain.extend` continues: of the runs whose settings differ from ours only in
-    a smaller max_steps, the one that got furthest."""
-    assert ours.settings is not None
-    same = _without_budget(ours.settings)
-    shorter = [run.store for run in runs.others(ours)
-               if run.settings is not None and _without_budget(run.settings) == same
-               and run.settings["pretrain"]["max_steps"] < ours.settings["pretrain"]["max_steps"]]
-    return max(shorter, key=CheckpointStore.latest_step, default=None)
-
-
-def check_resources(params: Params, cfg: TrunkConfig, checkpoints: Path) -> None:
-    """Fail before allocating or training when the model cannot fit in memory, or its
-    checkpoints, snapshots and outputs (with DVC's cached copies) cannot fit on disk."""
-    if isinstance(cfg, GPT1Config):  # the activation estimate is GPT-1's
-        check_memory(cfg, params.pretrain.batch_size, resolve_device(params.pretrain.device),
-                     "model and pretrain.batch_size")
-    weights = cfg.parameter_count() * FP32
-    checkpoint = 3 * weights  # the weights and Adam's two moments
-    snapshots = len([s for s in params.pretrain.snapshots if s <= params.pretrain.max_steps])
-    models = 2 * (1 + snapshots)
-    need = (params.pretrain.keep_checkpoints + 1) * checkpoint + models * weights
-    check_disk(checkpoints, need, f"pretrain.keep_checkpoints + 1 = "
-               f"{params.pretrain.keep_checkpoints + 1} checkpoints, {snapshots} snapshots and "
-               "the model")
-
-
-def copy_snapshots(checkpoints: CheckpointStore, snapshots: list[int], max_steps: int,
-                   out: Path) -> None:
-    """The run's snapshots into `out/snapshots/`; a step asked for but not kept (passed before
-    it was asked for, in the run this one extends) is named in a warning."""
-    kept = checkpoints.snapshots()
-    missing = [step for step in snapshots if step not in kept and step <= max_steps]
-    if missing:
-        log.warning("no snapshot of steps %s in %s: they were passed before they were asked "
-                    "for (pretrain.extend continues another run's checkpoints)", missing,
-                    checkpoints.directory)
-    for step in snapshots:
-        if step in kept:
-            shutil.copytree(kept[step], out / PRETRAIN_SNAPSHOTS / kept[step].name)
-
-
-def _no_training_outputs(outputs: Outputs) -> None:
-    """The folders dvc.yaml declares that only training fills: the live logs, the checkpoints."""
-    outputs.live.mkdir(parents=True, exist_ok=True)
-    outputs.checkpoints.mkdir(parents=True, exist_ok=True)
-
-
-def record_not_run(outputs: Outputs, reason: str) -> None:
-    write_not_run(outputs.model, reason)
-    _no_training_outputs(outputs)
-    write_text(outputs.metrics, json.dumps({"run": False, "reason": reason}, indent=2) + "\n")
-    log.info("not run: %s", reason)
-
-
-def import_source(params: Params, outputs: Outputs) -> None:
-    """`pretrain.source` openai or hf: the released model and its tokenizer as the pretrained
-    model, in place of pretraining."""
-    pretrain = params.pretrain
-    started = time.perf_counter()
-    imported = import_pretrained(pretrain.source, Path(pretrain.source_dir), params.model,
-                                 pretrain.seed)
-    cfg = imported.model.config
-    with atomic_dir(outputs.model) as tmp:
-        save_model(imported.model, tmp)
-        imported.tokenizer.save(str(tmp / "tokenizer.json"))
-    _no_training_outputs(outputs)
-    metrics = {"run": True, "source": pretrain.source, "source_dir": pretrain.source_dir,
-               "model_type": cfg.model_type, "parameters": imported.model.num_parameters(),
-               "vocab_size": cfg.vocab_size, "n_ctx": cfg.n_ctx, "n_embd": cfg.n_embd,
-               "n_layer": cfg.n_layer, "n_head": cfg.n_head,
-               "seconds": round(time.perf_counter() - started, 1)}
-    write_text(outputs.metrics, json.dumps(metrics, indent=2) + "\n")
-    log.info("imported %s from %s: %d layers x %d, %d heads, %d tokens, n_ctx %d (%s "
-             "parameters)", SOURCE_TITLES[pretrain.source], pretrain.source_dir, cfg.n_layer,
-             cfg.n_embd, cfg.n_head, cfg.vocab_size, cfg.n_ctx,
-             f"{metrics['parameters']:,}")
-
-
-def run(params: Params, trunk: str = "gpt1") -> None:
-    outputs = OUTPUTS[trunk]
+def not_run_reason(params: Params, trunk: str) -> str | None:
+    """Why stage `trunk` has nothing to do on these params (None: it has)."""
     if trunk == "lstm" and params.pretrain.released:
-        record_not_run(outputs, f"pretrain.source is {params.pretrain.source}: the LSTM control "
-                                "is pretrained only beside a Transformer pretrained here, on the "
-                                "same shards")
-        return
+        return (f"pretrain.source is {params.pretrain.source}: the LSTM control is pretrained "
+                "only beside a Transformer pretrained here, on the same shards")
     if trunk == "lstm" and "lstm" not in params.analysis.ablation.variants:
-        record_not_run(outputs, "lstm is not in analysis.ablation.variants")
-        return
-    if params.pretrain.released:
-        import_source(params, outputs)
-        return
-    tokenizer_path = BPE_DIR / "tokenizer.json"
-    tokenizer = GPT1Tokenizer.load(tokenizer_path)
-    manifest_text = (SHARDS_DIR / "manifest.json").read_text()
-    manifest = json.loads(manifest_text)
-    if manifest["vocab_size"] != tokenizer.vocab_size:
-        raise InputError(f"{SHARDS_DIR}/manifest.json: vocab_size {manifest['vocab_size']} does "
-                         f"not match {tokenizer_path} ({tokenizer.vocab_size}); re-run tokenize")
-    splits = manifest["splits"]
-    train = read_verified_split(SHARDS_DIR / "train", splits["train"]["shards"])
-    val = read_verified_split(SHARDS_DIR / "val", splits["val"]["shards"])
-    cfg = trunk_config(params, trunk, tokenizer.vocab_size)
-    knobs = training_knobs(params, trunk)
-    unreached = [step for step in knobs.snapshots if step > knobs.max_steps]
-    if unreached:
-        log.warning("pretrain.snapshots: steps %s come after max_steps (%d) and are not kept",
-                    unreached, knobs.max_steps)
-    check_resources(params, cfg, outputs.checkpoints)
-    torch.manual_seed(params.pretrain.seed)
-    model = build_trunk(cfg)
-    runs = CheckpointRuns(outputs.checkpoints)
-    checkpoints = runs.store(run_settings(params, manifest_text, trunk),
-                             keep=params.pretrain.keep_checkpoints)
-    # under torchrun every process trains its share of each batch; rank 0 alone writes
-    with process_group(params.pretrain.device) as group, \
-            (Live(dir=str(outputs.live), save_dvc_exp=False, dvcyaml=None, report=None)
-             if group.is_main else contextlib.nullcontext()) as live:
-        if group.is_main:
-            runs.set_aside(checkpoints, params.pretrain.keep_other_runs)
-        # after rank 0 has filed and pruned the folders, all continue the same run
-        extend = group.from_main(run_to_extend(runs, checkpoints) if params.pretrain.extend
-                                 and group.is_main else None)
+        return "lstm is not in analysis.ablation.variants"
+    return None
 
-        def on_metrics(step: int, values: dict[str, float]) -> None:
+
+@contextlib.contextmanager
+def dvclive_log(folder: Path) -> Iterator[Callable[[int, dict[str, float]], None]]:
+    """The training curves into `folder` by dvclive, each as a plot."""
+    from dvclive import Live
+
+    with Live(dir=str(folder), save_dvc_exp=False, dvcyaml=None, report=None) as live:
+        def log_metrics(step: int, values: dict[str, float]) -> None:
             live.step = step
             for name, value in values.items():
                 live.log_metric(name, value, plot=True)
 
-        try:
-            result = pretrain(model, train, val, knobs, on_metrics, checkpoints, group, extend)
-        except StopRequested as stop:
-            if group.is_main:
-                log.warning("pretraining stopped: %s; run the stage again to resume from it",
-                            stop)
-            raise SystemExit(128 + stop.signum) from None
-    if not group.is_main:
+        yield log_metrics
+
+
+def run(params: Params, trunk: str = "gpt1") -> None:
+    model, checkpoints, metrics, live = OUTPUTS[trunk]
+    reason = not_run_reason(params, trunk)
+    if reason is not None:
+        record_not_run(reason, folders=(model,), metrics=metrics)
+        for folder in (live, checkpoints):  # the folders only training fills, there all the same
+            folder.mkdir(parents=True, exist_ok=True)
+        log.info("not run: %s", reason)
         return
-    unigram = unigram_loss(train, val, tokenizer.vocab_size)
-    with atomic_dir(outputs.model) as tmp:
-        save_model(model.cpu(), tmp)
-        shutil.copy(tokenizer_path, tmp / "tokenizer.json")
-        copy_snapshots(checkpoints, params.pretrain.snapshots, knobs.max_steps, tmp)
-    metrics = {
-        "run": True,
-        "model_type": cfg.model_type,
-        "steps": result.steps,
-        "tokens": result.tokens,
-        "train_loss": round(result.train_loss, 4),
-        "val_loss": round(result.val_loss, 4),
-        "val_perplexity": round(result.val_perplexity, 2),
-        "unigram_val_loss": round(unigram, 4),
-        "parameters": model.num_parameters(),
-        "seconds": round(result.seconds, 1),
-        "tokens_per_second": round(result.tokens_per_second, 1),
-        "mfu": round(result.mfu, 4),
-    }
-    write_text(outputs.metrics, json.dumps(metrics, indent=2) + "\n")
-    log.info("val loss %.4f (perplexity %.1f) after %d steps; token frequencies alone: %.4f",
-             result.val_loss, result.val_perplexity, result.steps, unigram)
-    if result.val_loss > unigram - UNIGRAM_MARGIN:
-        log.warning("the model has learned little beyond token frequencies (val loss %.4f, "
-                    "unigram %.4f): pretrain for more steps (pretrain.max_steps)",
-                    result.val_loss, unigram)
+    # imported only here: a stage with nothing to do answers without torch's seconds of import
+    from gpt1.training.checkpoint import StopRequested
+    from gpt1.training.pretrain_job import PretrainOutputs, pretrain_job
+
+    outputs = PretrainOutputs(model, checkpoints, live, paths.PRETRAIN_SNAPSHOTS)
+    try:
+        result = pretrain_job(params, trunk, outputs, paths.SHARDS_DIR, paths.BPE_DIR, dvclive_log)
+    except StopRequested as stop:  # after its checkpoint: the next run resumes from it
+        raise SystemExit(128 + stop.signum) from None
+    if result is not None:  # None: a process other than rank 0, which writes nothing
+        write_record(metrics, result)
 
 
 def _trunk_arg(parser: argparse.ArgumentParser) -> None:
