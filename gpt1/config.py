@@ -334,6 +334,10 @@ class LMEvalParams(Section):
 Variant = Literal["full", "no_pretrain", "no_aux", "lstm"]
 # The zero-shot heuristics (paper §5, `gpt1.downstream.zero_shot`), by what they answer
 Heuristic = Literal["sentiment", "acceptability", "choice"]
+# the family whose tables each heuristic reads: a sentence (`text`), or context, question, choices
+HEURISTIC_FAMILY: dict[Heuristic, Family] = {"sentiment": "classification",
+                                       "acceptability": "classification",
+                                       "choice": "multiple_choice"}
 
 
 TrainSize = Annotated[int, Field(gt=0)] | None  # the first N train rows; None: all of them
@@ -436,6 +440,24 @@ class Params(Section):
             if unknown:
                 raise ValueError(f"analysis.{key}.tasks: {unknown} are not in the task registry "
                                  f"(tasks: {sorted(self.tasks)})")
+        return self
+
+    @model_validator(mode="after")
+    def _zero_shot_heuristics_answer_their_tasks(self) -> Params:
+        """Each heuristic of `analysis.zero_shot.tasks` reads its task's family (two labels but
+        for choice), and the task's first metric has a chance level (accuracy or mcc)."""
+        for name, heuristic in self.analysis.zero_shot.tasks.items():
+            task, family = self.tasks[name], HEURISTIC_FAMILY[heuristic]
+            key = f"analysis.zero_shot.tasks.{name}"
+            if task.family != family:
+                raise ValueError(f"{key}: the {heuristic} heuristic answers {family} tasks; "
+                                 f"{name} is {task.family}")
+            if heuristic != "choice" and len(task.labels or []) != 2:
+                raise ValueError(f"{key}: the {heuristic} heuristic answers two-label tasks; "
+                                 f"{name} has labels {task.labels}")
+            if task.metrics[0] not in ("accuracy", "mcc"):
+                raise ValueError(f"{key}: {name} is scored by {task.metrics[0]}; the zero-shot "
+                                 "stage reports accuracy or mcc")
         return self
 
     def requested_tasks(self) -> list[str]:

@@ -259,6 +259,41 @@ def test_bad_analysis_params_name_the_key(raw: dict, tmp_path: Path, change, exp
     assert expected in _error(raw, tmp_path)
 
 
+@pytest.mark.parametrize(("name", "heuristic", "change", "expected"), [
+    ("rte", "sentiment", {}, "the sentiment heuristic answers classification tasks; rte is "
+                             "entailment"),
+    ("sst2", "choice", {}, "the choice heuristic answers multiple_choice tasks; sst2 is "
+                           "classification"),
+    ("story_cloze", "acceptability", {}, "the acceptability heuristic answers classification "
+                                         "tasks; story_cloze is multiple_choice"),
+    ("sst2", "sentiment", {"labels": ["bad", "fair", "good"]},
+     "the sentiment heuristic answers two-label tasks; sst2 has labels ['bad', 'fair', 'good']"),
+    ("cola", "acceptability", {"metrics": ["f1", "mcc"]},
+     "cola is scored by f1; the zero-shot stage reports accuracy or mcc"),
+])
+def test_a_zero_shot_heuristic_that_cannot_answer_its_task_fails_at_load(
+        raw: dict, tmp_path: Path, name: str, heuristic: str, change: dict,
+        expected: str) -> None:
+    raw["analysis"]["zero_shot"]["tasks"][name] = heuristic
+    raw["tasks"][name].update(change)
+    path = tmp_path / "my-params.yaml"
+    assert _error(raw, tmp_path) == f"{path}: analysis.zero_shot.tasks.{name}: {expected}"
+
+
+def test_every_heuristic_loads_on_a_task_it_answers(raw: dict) -> None:
+    zero_shot = {"sst2": "sentiment", "cola": "acceptability", "story_cloze": "choice",
+                 "race": "choice"}
+    raw["analysis"]["zero_shot"]["tasks"] = zero_shot
+    assert parse_params(raw).analysis.zero_shot.tasks == zero_shot
+
+
+def test_an_unknown_zero_shot_task_is_named_before_its_heuristic_is_checked(raw: dict,
+                                                                           tmp_path: Path) -> None:
+    raw["analysis"]["zero_shot"]["tasks"]["imdb"] = "choice"
+    assert "analysis.zero_shot.tasks: ['imdb'] are not in the task registry" in _error(raw,
+                                                                                      tmp_path)
+
+
 @pytest.mark.parametrize(("source", "source_dir", "expected"), [
     ("train", "../openai-gpt1", "pretrain.source_dir: source train pretrains on the token shards, "
                                 "so it must be data/shards, got '../openai-gpt1'"),

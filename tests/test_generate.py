@@ -1,4 +1,5 @@
-"""gpt1.model.generate and `gpt1 generate`: seeded sampling, greedy decoding, context cropping."""
+"""gpt1.model.generate and `gpt1 generate`: seeded sampling, greedy decoding, context cropping,
+and the sample lm_eval writes from its prompt."""
 
 from __future__ import annotations
 
@@ -11,8 +12,11 @@ import torch
 from typer.testing import CliRunner
 
 from gpt1.cli import app
-from gpt1.corpus.bpe import train_bpe
-from gpt1.model.generate import sample
+from gpt1.config import SampleParams
+from gpt1.corpus.bpe import GPT1Tokenizer, train_bpe
+from gpt1.corpus.text import TextCleaner
+from gpt1.errors import InputError
+from gpt1.model.generate import sample, sample_text
 from gpt1.model.registry import save_model
 from gpt1.model.transformer import GPT1, GPT1Config
 from tests.conftest import run
@@ -57,6 +61,35 @@ def test_bad_arguments() -> None:
         sample(model, [], 5)
     with pytest.raises(ValueError, match="temperature"):
         sample(model, [1], 5, temperature=-1.0)
+
+
+PROMPT_TEXT = "The rain fell steadily that evening, and the lamps along the quay were lit."
+
+
+def _prompted(**settings: object) -> tuple[GPT1, GPT1Tokenizer, SampleParams]:
+    tok = GPT1Tokenizer(train_bpe([TextCleaner()(PROMPT_TEXT)] * 20, 80, 2))
+    cfg = SampleParams(**{"prompt": PROMPT_TEXT, "tokens": 6, "temperature": 1.0, "top_k": 5,
+                          "seed": 3, **settings})
+    return tiny_model(vocab=tok.vocab_size, n_ctx=8), tok, cfg
+
+
+def test_sample_text_reads_the_prompt_as_the_corpus_and_records_its_settings() -> None:
+    model, tok, cfg = _prompted()
+    record = sample_text(model, tok, cfg)
+    prompt_ids = tok.encode(TextCleaner()(PROMPT_TEXT))  # cleaned: spaCy's tokens, lower case
+    assert record == {**cfg.model_dump(), "prompt_as_read": tok.decode(prompt_ids),
+                      "continuation": tok.decode(sample(model, prompt_ids, 6, 1.0, 5, 3))}
+    assert list(record) == ["prompt", "tokens", "temperature", "top_k", "seed",
+                            "prompt_as_read", "continuation"]
+    assert record["prompt_as_read"] != PROMPT_TEXT
+    assert sample_text(model, tok, cfg) == record  # seeded
+
+
+def test_a_prompt_with_no_token_names_the_key() -> None:
+    model, tok, cfg = _prompted(prompt="   ")
+    with pytest.raises(InputError, match=r"^lm_eval\.sample\.prompt: the prompt is empty after "
+                                         r"tokenisation$"):
+        sample_text(model, tok, cfg)
 
 
 @pytest.fixture()

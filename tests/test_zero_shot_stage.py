@@ -1,7 +1,7 @@
 """tasks.zero_shot: the sample tasks as ingest writes them, a tokenizer and snapshots of a tiny
 GPT-1, one of them rigged to say "positive" after anything and one "negative"; the metrics file
 has the shape the report reads, a task without data is not run, and a trunk that was not
-pretrained is left out."""
+pretrained is left out. (The scoring itself is gpt1.downstream.zero_shot_eval's.)"""
 
 from __future__ import annotations
 
@@ -15,8 +15,9 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
-from gpt1.config import Params, parse_params, read_yaml
+from gpt1.config import Params, ParamsError, parse_params, read_yaml
 from gpt1.corpus.bpe import GPT1Tokenizer, train_bpe
+from gpt1.errors import InputError
 from gpt1.model.lstm import LSTM, LSTMConfig
 from gpt1.model.registry import save_model
 from gpt1.model.transformer import GPT1, GPT1Config
@@ -150,10 +151,32 @@ def test_a_pretrained_lstm_is_scored_beside_the_transformer(params: Params) -> N
         assert lstm["steps"] == [0, 300] and len(lstm["scores"]) == 2, task
 
 
-def test_a_heuristic_that_cannot_answer_the_task_fails_naming_the_key(params: Params) -> None:
-    bad = parse_params(raw_params(tasks={"rte": "sentiment"}))
-    with pytest.raises(ValueError, match=r"^analysis\.zero_shot\.tasks\.rte: the sentiment "
-                                         r"heuristic answers classification tasks; rte is "
-                                         r"entailment$"):
-        zero_shot.run(bad, "rte")
+def test_a_heuristic_that_cannot_answer_the_task_fails_at_load_naming_the_key() -> None:
+    with pytest.raises(ParamsError, match=r"^params\.yaml: analysis\.zero_shot\.tasks\.rte: "
+                                          r"the sentiment heuristic answers classification "
+                                          r"tasks; rte is entailment$"):
+        parse_params(raw_params(tasks={"rte": "sentiment"}))
+
+
+def test_a_task_outside_analysis_zero_shot_is_refused_writing_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(InputError, match=r"^task 'rte' is not in analysis\.zero_shot\.tasks "
+                                         r"\(\['cola', 'race', 'sst2', 'story_cloze'\]\)$"):
+        zero_shot.run(parse_params(raw_params()), "rte")
     assert not ZERO_SHOT_METRICS.exists()
+
+
+def test_damaged_ingest_status_names_itself_and_the_stage(params: Params) -> None:
+    (RAW_TASKS / "race" / "status.json").write_text('{"run": fal')
+    with pytest.raises(InputError, match=r"^data/raw/tasks/race/status\.json: damaged, not the "
+                                         r"JSON stage ingest writes .*dvc repro --force ingest"):
+        zero_shot.run(params, "race")
+    assert not (ZERO_SHOT_METRICS / "race.json").exists()
+
+
+def test_a_task_without_data_is_recorded_as_not_run_byte_for_byte(params: Params) -> None:
+    zero_shot.run(params, "race")
+    reason = json.loads((RAW_TASKS / "race" / "status.json").read_text())["reason"]
+    assert (ZERO_SHOT_METRICS / "race.json").read_text() == json.dumps(
+        {"task": "race", "run": False, "reason": reason}, indent=2) + "\n"

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import torch
 
+from gpt1.corpus.text import TextCleaner
 from gpt1.errors import InputError
 from gpt1.model.transformer import GPT1, KVCache
 from gpt1.model.trunk import Trunk
+
+if TYPE_CHECKING:
+    from gpt1.config import SampleParams
+    from gpt1.corpus.bpe import GPT1Tokenizer
 
 
 @torch.no_grad()
@@ -51,3 +58,15 @@ def _next_token_logits(model: Trunk, ids: list[int], cache: KVCache | None,
     else:
         hidden = model(torch.tensor([ids[cache.length:]], device=device), cache)
     return model.lm_logits(hidden[:, -1]).float()[0]
+
+
+def sample_text(model: Trunk, tokenizer: GPT1Tokenizer, cfg: SampleParams) -> dict[str, Any]:
+    """`lm_eval.sample`'s prompt, cleaned as the corpus is, continued by the model (seeded): the
+    settings that made the text, the prompt as the model read it and its continuation."""
+    prompt_ids = tokenizer.encode(TextCleaner()(cfg.prompt))
+    try:
+        new_ids = sample(model, prompt_ids, cfg.tokens, cfg.temperature, cfg.top_k, cfg.seed)
+    except InputError as err:
+        raise InputError(f"lm_eval.sample.prompt: {err}") from None
+    return {**cfg.model_dump(), "prompt_as_read": tokenizer.decode(prompt_ids),
+            "continuation": tokenizer.decode(new_ids)}
