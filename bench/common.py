@@ -96,15 +96,17 @@ def provenance() -> dict[str, Any]:
             "date": datetime.datetime.now(datetime.UTC).date().isoformat()}
 
 
-def publish(tables: list[Table], out_dir: Path, name: str, settings: dict[str, Any]) -> Path:
+def publish(tables: list[Table], out_dir: Path, name: str, settings: dict[str, Any],
+            code: dict[str, Any] | None = None) -> Path:
     """Print the machine's line and `tables`, and write them with `settings`, the machine, the
     commit and the date to `out_dir/<name>.json`: figures compare only with figures of the same
-    capability, and `python -m bench.pages` puts them on docs/benchmarks.md."""
+    capability, and `python -m bench.pages` puts them on docs/benchmarks.md. `code` replaces
+    this checkout's `provenance()` where the code measured is another's (a clone's)."""
     info = machine()
     print(machine_line(info), end="\n\n")
     for table in tables:
         print(table.render(), end="\n\n", flush=True)
-    result = {"benchmark": name, **provenance(), "settings": settings, "machine": info,
+    result = {"benchmark": name, **(code or provenance()), "settings": settings, "machine": info,
               "tables": [{"name": t.name, "columns": t.columns, "rows": t.rows, "notes": t.notes}
                          for t in tables]}
     path = out_dir / f"{name}.json"

@@ -106,7 +106,7 @@ def books(tiny: bool) -> list[tuple[str, list[str]]]:
 
 def write_raw(corpus: list[tuple[str, list[str]]], out: Path) -> list[Path]:
     """One Parquet file of documents per book, as the ingest stage writes them."""
-    from tasks.ingest import write_documents
+    from gpt1.corpus.documents import write_documents
 
     out.mkdir(parents=True, exist_ok=True)
     paths = []

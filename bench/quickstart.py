@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.common import DATA, RESULTS, Table, publish
+from bench.common import DATA, RESULTS, Table, provenance, publish
 
 REPO = Path(__file__).resolve().parents[1]
 HEADLINE = Path("reports/headline.txt")
@@ -88,13 +88,18 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="gpt1-quickstart-") as tmp:
         clone = Path(tmp) / "gpt1"
         subprocess.run(["git", "clone", "--quiet", str(REPO), str(clone)], check=True)
+        # the code measured is the clone's: this checkout may move on while it runs
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=clone, capture_output=True,
+                                text=True, check=True).stdout.strip()
+        started = provenance()["date"]
         runs = [run_timed(["make", "pipeline"], clone, env)]
         headline_file = clone / HEADLINE
         headline = headline_file.read_text(encoding="utf-8") if headline_file.is_file() else None
         if args.test and runs[0].returncode == 0:
             runs.append(run_timed(["make", "test"], clone, env))
     publish([quickstart_table(runs, headline)], args.out, "quickstart",
-            {"test": args.test, "ci": os.environ.get("CI", "")})
+            {"test": args.test, "ci": os.environ.get("CI", "")},
+            code={"commit": commit, "dirty": False, "date": started})
     return max(timed.returncode for timed in runs)
 
 

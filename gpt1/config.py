@@ -36,12 +36,26 @@ def _inside_root(path: str) -> str:
     return path
 
 
+def _file_glob(pattern: str) -> str:
+    """A glob that names files: `**` only as a whole path component (what pathlib's `glob`
+    accepts) and not last, and a last component that is a name, not `.` (a folder)."""
+    parts = PurePosixPath(pattern).parts
+    if any("**" in part and part != "**" for part in parts):
+        raise ValueError(f"{pattern!r}: '**' can only be a whole path component "
+                         "(corpus/**/*.txt, not corpus/**.txt)")
+    if not parts or parts[-1] in (".", "**") or pattern.endswith("/"):
+        raise ValueError(f"{pattern!r} names a folder, not files: end it with a file name or "
+                         "pattern (corpus/*.txt)")
+    return pattern
+
+
 UnderRoot = Annotated[str, AfterValidator(_inside_root)]
+FilesUnderRoot = Annotated[str, AfterValidator(_inside_root), AfterValidator(_file_glob)]
 
 
 class IngestParams(Section):
     root: str
-    corpus: list[UnderRoot] = Field(min_length=1)
+    corpus: list[FilesUnderRoot] = Field(min_length=1)
     doc_chars: int = Field(gt=0)
     max_train_examples: int | None = Field(default=None, gt=0)
     max_dev_examples: int | None = Field(default=None, gt=0)
@@ -326,7 +340,7 @@ class SampleParams(Section):
 
 
 class LMEvalParams(Section):
-    files: list[UnderRoot] = Field(default_factory=list)  # held-out text: globs under the root
+    files: list[FilesUnderRoot] = Field(default_factory=list)  # held-out text: globs under the root
     batch_size: int = Field(gt=0)
     sample: SampleParams
 

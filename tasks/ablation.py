@@ -12,36 +12,25 @@ the same seeds, data and budget. The metrics file holds each train size's figure
 from __future__ import annotations
 
 import argparse
-import json
 import logging
-from functools import partial
 from typing import get_args
 
-from gpt1.atomic import write_text
 from gpt1.config import Params, Variant
 from gpt1.errors import InputError
-from gpt1.model.registry import load_model
-from gpt1.model.transfer import transfer_layers
-from gpt1.model.trunk import Trunk
-from gpt1.records import not_run_reason
-from tasks.cells import fine_tune_cell, load_cell
-from tasks.paths import ABLATION_METRICS, PRETRAIN_DIR, PRETRAIN_LSTM_DIR
+from gpt1.records import not_run_reason, read_record, record_not_run, write_record
+from tasks.paths import ABLATION_METRICS, PRETRAIN_DIR, PRETRAIN_LSTM_DIR, RAW_TASKS
 from tasks.stage import main
 
 log = logging.getLogger("tasks.ablation")  # run as __main__: named by its module path
 
 
-def size_key(size: int | None) -> str:
-    """A train size's key in the metrics file: `train_1000`, or `train_all` for every row."""
-    return f"train_{'all' if size is None else size}"
-
-
-def variant_trunk(variant: str, seed: int) -> Trunk:
-    """The trunk `variant` fine-tunes with seed `seed`."""
-    if variant == "lstm":
-        return load_model(PRETRAIN_LSTM_DIR)
-    pretrained = load_model(PRETRAIN_DIR)
-    return transfer_layers(pretrained, 0, seed) if variant == "no_pretrain" else pretrained
+def not_run(variant: str, task: str) -> str | None:
+    """Why the cell has nothing to do: no pretrained LSTM, or no data for the task."""
+    lstm = not_run_reason(PRETRAIN_LSTM_DIR, "pretrain_lstm") if variant == "lstm" else None
+    if lstm is not None:
+        return f"the LSTM was not pretrained ({lstm})"
+    status = read_record(RAW_TASKS / task / "status.json", "ingest")
+    return None if status["run"] else f"task {task}: {status['reason']}"
 
 
 def run(params: Params, variant: str, task: str) -> None:
@@ -50,25 +39,16 @@ def run(params: Params, variant: str, task: str) -> None:
     if task not in params.analysis.ablation.tasks:
         raise InputError(f"task {task!r} is not in analysis.ablation.tasks "
                          f"({sorted(params.analysis.ablation.tasks)})")
-    lstm_missing = not_run_reason(PRETRAIN_LSTM_DIR, "pretrain_lstm") if variant == "lstm" else None
-    loaded = (f"the LSTM was not pretrained ({lstm_missing})" if lstm_missing is not None
-              else load_cell(params, task))
     out = ABLATION_METRICS / variant / f"{task}.json"
-    head = {"variant": variant, "task": task}
-    if isinstance(loaded, str):
-        write_text(out, json.dumps({**head, "run": False, "reason": loaded}, indent=2) + "\n")
-        log.info("%s on %s not run: %s", variant, task, loaded)
+    if (reason := not_run(variant, task)) is not None:
+        record_not_run(reason, metrics=out, variant=variant, task=task)
+        log.info("%s on %s not run: %s", variant, task, reason)
         return
-    sizes = {}
-    for size in params.analysis.ablation.tasks[task]:
-        result = fine_tune_cell(params, loaded.at_size(size), partial(variant_trunk, variant),
-                                lm_coef=0.0 if variant == "no_aux" else None)
-        sizes[size_key(size)] = {"max_train_examples": size, **result}
-        metric = loaded.spec.metrics[0]
-        log.info("%s on %s, %s train examples: %s %s (median over seeds %s)", variant, task,
-                 result["train_examples"], metric, result[metric], params.analysis.seeds)
-    write_text(out, json.dumps({**head, "run": True, "sizes": list(sizes), **sizes}, indent=2)
-               + "\n")
+    # imported only here: a cell with nothing to do answers without torch's seconds of import
+    from gpt1.downstream.cells import ablation_cell
+
+    write_record(out, ablation_cell(params, variant, task, RAW_TASKS / task, PRETRAIN_DIR,
+                                    PRETRAIN_LSTM_DIR))
 
 
 def _cell_args(parser: argparse.ArgumentParser) -> None:

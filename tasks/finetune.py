@@ -4,41 +4,33 @@ dev split, and keep the model and predictions of the median seed."""
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 
-from gpt1.atomic import write_text
 from gpt1.config import Params
 from gpt1.errors import InputError
-from gpt1.records import write_not_run
+from gpt1.records import read_record, record_not_run, write_record
 from tasks.paths import FINETUNE_DIR, FINETUNE_METRICS, PRETRAIN_DIR, RAW_TASKS
 from tasks.stage import main
 
 log = logging.getLogger("tasks.finetune")  # run as __main__: named by its module path
 
 
-def record_not_run(name: str, reason: str) -> None:
-    write_not_run(FINETUNE_DIR / name, reason)
-    write_text(FINETUNE_METRICS / f"{name}.json",
-               json.dumps({"task": name, "run": False, "reason": reason}, indent=2) + "\n")
-    log.info("%s not run: %s", name, reason)
-
-
 def run(params: Params, task: str) -> None:
     if task not in params.tasks:
         raise InputError(f"task {task!r} is not in the task registry (tasks: "
                          f"{sorted(params.tasks)})")
-    status = json.loads((RAW_TASKS / task / "status.json").read_text())
+    out = FINETUNE_METRICS / f"{task}.json"
+    status = read_record(RAW_TASKS / task / "status.json", "ingest")
     if not status["run"]:
-        record_not_run(task, status["reason"])
+        record_not_run(status["reason"], folders=(FINETUNE_DIR / task,), metrics=out, task=task)
+        log.info("%s not run: %s", task, status["reason"])
         return
     # imported only here: a task that did not run answers without torch's seconds of import,
     # which most of the registry's stages pay for nothing on the bundled sample
     from gpt1.downstream.tuning import finetune_task
 
-    metrics = finetune_task(params, task, list(status["rows"]), RAW_TASKS / task, PRETRAIN_DIR,
-                            FINETUNE_DIR / task)
-    write_text(FINETUNE_METRICS / f"{task}.json", json.dumps(metrics, indent=2) + "\n")
+    write_record(out, finetune_task(params, task, list(status["rows"]), RAW_TASKS / task,
+                                    PRETRAIN_DIR, FINETUNE_DIR / task))
 
 
 def _task_arg(parser: argparse.ArgumentParser) -> None:

@@ -22,7 +22,8 @@ def test_generate_bench_writes_its_table(tmp_path: Path,
     capability = torch.backends.cpu.get_cpu_capability()
     assert result["machine"]["cpu_capability"] == capability
     printed = capsys.readouterr().out
-    assert f" with {capability} kernels, {torch.get_num_threads()} torch threads" in \
+    bf16 = " (native bf16)" if result["machine"]["native_bf16"] else ""
+    assert f" with {capability} kernels{bf16}, {torch.get_num_threads()} torch threads" in \
         printed.split("\n## ")[0]
     assert path == tmp_path / "generate.json"
     (table,) = result["tables"]

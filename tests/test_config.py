@@ -164,6 +164,22 @@ def test_corpus_glob_outside_the_root(raw: dict, tmp_path: Path, pattern: str) -
     assert f"ingest.corpus.1: {pattern!r} must be a relative path inside ingest.root" in message
 
 
+@pytest.mark.parametrize(("key", "pattern", "why"), [
+    ("ingest.corpus", ".", "names a folder, not files"),
+    ("ingest.corpus", "corpus/", "names a folder, not files"),
+    ("ingest.corpus", "corpus/**", "names a folder, not files"),
+    ("ingest.corpus", "corpus/**.txt", "'**' can only be a whole path component"),
+    ("lm_eval.files", "books/a**/*.txt", "'**' can only be a whole path component"),
+])
+def test_a_glob_that_names_no_files_is_refused_at_load(raw: dict, tmp_path: Path, key: str,
+                                                       pattern: str, why: str) -> None:
+    """Checked when params load, naming the key: not an IndexError or pathlib's own words in
+    the middle of a stage."""
+    section, field = key.split(".")
+    raw[section][field] = [pattern]
+    assert f"{key}.0: {pattern!r}" in _error(raw, tmp_path) and why in _error(raw, tmp_path)
+
+
 @pytest.mark.parametrize("files", ["../glue/SST-2/train.tsv", ["a.tsv", "/data/b.tsv"]])
 def test_task_file_outside_the_root(raw: dict, tmp_path: Path, files: object) -> None:
     raw["tasks"]["sst2"]["files"]["train"] = files

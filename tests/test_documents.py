@@ -1,4 +1,5 @@
-"""gpt1.corpus.documents: stream the text column of the document tables, in file and row order."""
+"""gpt1.corpus.documents: stream the text column of the document tables, in file and row order;
+write one book's documents as a table; count a folder's documents."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from gpt1.corpus.documents import iter_texts
+from gpt1.corpus.documents import count_documents, iter_texts, write_documents
 
 
 def _write(path: Path, texts: list[str]) -> None:
@@ -35,3 +36,22 @@ def test_is_lazy(tmp_path: Path) -> None:
 def test_empty_dir(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="no Parquet files"):
         list(iter_texts(tmp_path))
+
+
+def test_a_books_documents_as_a_table(tmp_path: Path) -> None:
+    write_documents("books/a.txt", ["First.", "Second one."], tmp_path / "00000.parquet")
+    table = pq.read_table(tmp_path / "00000.parquet")
+    assert table.schema == pa.schema([("id", pa.string()), ("source", pa.string()),
+                                      ("text", pa.string())])
+    assert table.to_pylist() == [
+        {"id": "books/a.txt#0", "source": "books/a.txt", "text": "First."},
+        {"id": "books/a.txt#1", "source": "books/a.txt", "text": "Second one."}]
+    write_documents("empty.txt", [], tmp_path / "00001.parquet")
+    assert pq.read_table(tmp_path / "00001.parquet").num_rows == 0
+
+
+def test_count_documents_from_the_footers(tmp_path: Path) -> None:
+    _write(tmp_path / "00000.parquet", ["a", "b", "c"])
+    _write(tmp_path / "00001.parquet", ["d"])
+    assert count_documents(sorted(tmp_path.glob("*.parquet"))) == 4
+    assert count_documents([]) == 0

@@ -22,7 +22,7 @@ SAMPLE = REPO / "gpt1" / "sample_data"
 STORIES = "multiple_choice/story_cloze/cloze_test_val__spring2016.csv"
 
 
-def raw_params(root: Path, tasks: list[str], **ingest: object) -> dict:
+def raw_params(root: Path, tasks: list[str] | str, **ingest: object) -> dict:
     """The repository's params.yaml on data root `root`, one sample book, `tasks` requested."""
     raw = read_yaml((REPO / "params.yaml").read_text(encoding="utf-8"))
     raw["ingest"].update({"root": str(root), "corpus": ["corpus/01_*.txt"], **ingest})
@@ -30,7 +30,7 @@ def raw_params(root: Path, tasks: list[str], **ingest: object) -> dict:
     return raw
 
 
-def params(root: Path, tasks: list[str], **ingest: object) -> Params:
+def params(root: Path, tasks: list[str] | str, **ingest: object) -> Params:
     return parse_params(raw_params(root, tasks, **ingest))
 
 
@@ -114,3 +114,37 @@ def test_bad_score_exits_2_with_one_line(root: Path, tmp_path: Path) -> None:
     errors = [line for line in proc.stderr.splitlines() if "failed" in line]
     assert len(errors) == 1 and errors[0].endswith(
         f"stage ingest failed: {train}:4: score '1e9' is not a number from 0 to 5"), proc.stderr
+
+
+def test_each_task_folder_says_whether_it_runs(root: Path) -> None:
+    """gpt1.downstream.ingest: a status.json in every registry task's folder, as finetune,
+    ablation, transfer and zero_shot read it (byte for byte as they always have)."""
+    ingest.run(params(root, ["sst2"], max_train_examples=2, max_dev_examples=3))
+    assert Path("data/raw/tasks/sst2/status.json").read_text() == (
+        '{\n  "run": true,\n  "rows": {\n    "train": 2,\n    "dev": 3,\n    "test": 200\n  }\n}\n')
+    assert Path("data/raw/tasks/cola/status.json").read_text() == (
+        '{\n  "run": false,\n  "reason": "not in finetune.tasks"\n}\n')
+    assert sorted(os.listdir("data/raw/tasks/sst2")) == ["dev.parquet", "status.json",
+                                                         "test.parquet", "train.parquet"]
+    assert os.listdir("data/raw/tasks/cola") == ["status.json"]
+    assert pq.read_table("data/raw/tasks/sst2/dev.parquet").num_rows == 3
+    assert sorted(os.listdir("data/raw/tasks")) == sorted(read_yaml(
+        (REPO / "params.yaml").read_text(encoding="utf-8"))["tasks"])
+
+
+def test_a_task_under_all_without_data_does_not_run(root: Path) -> None:
+    shutil.rmtree(root / "glue" / "CoLA")
+    ingest.run(params(root, "all"))
+    status = json.loads(Path("data/raw/tasks/cola/status.json").read_text())
+    assert status["run"] is False and status["reason"].startswith(f"data not found at {root}/")
+    with pytest.raises(FileNotFoundError, match=r"^task cola \(in finetune.tasks\): data not "
+                                                r"found at .*; see tasks.cola.files$"):
+        ingest.run(params(root, ["cola"]))
+
+
+def test_a_data_root_that_is_no_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(FileNotFoundError,
+                       match=r"^ingest.root: data root nowhere is not a directory$"):
+        ingest.run(params(Path("nowhere"), ["sst2"]))
+    assert not Path("data").exists()

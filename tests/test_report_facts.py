@@ -1,14 +1,18 @@
 """gpt1.reporting.facts: what the report's first screen says ran: the preset params.yaml
-matches, the bundled sample, each stage's wall time."""
+matches, the bundled sample, each stage's wall time; gathered by gpt1.reporting.page.run_facts
+with the commit, the machine and where each stage computes."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import polars as pl
 import pytest
 
-from gpt1.config import load_params
+from gpt1.config import load_params, parse_params, read_yaml
 from gpt1.presets.edit import apply_preset, available, load_preset
 from gpt1.reporting.facts import (
     REAL_DATA_COMMAND,
@@ -19,6 +23,7 @@ from gpt1.reporting.facts import (
     pipeline_stages,
     stage_times,
 )
+from gpt1.reporting.page import precision, run_facts
 from tests.conftest import REPO, run
 
 PRESETS = {"small": {"model": {"n_layer": 2, "n_embd": 32}, "pretrain": {"lr": 0.001}},
@@ -139,3 +144,41 @@ def test_the_machine_line_names_the_cpu_capability_threads_and_versions() -> Non
         {**info, "cpu_capability": "AMX", "native_bf16": True})
     assert ", GPU H100" in machine_line({**info, "gpu": "H100"})
     assert machine_line(info).endswith(f"Python {platform.python_version()}")
+
+
+def _on_cpu(pretrain: str, finetune: str) -> dict:
+    raw = read_yaml((REPO / "params.yaml").read_text(encoding="utf-8"))
+    raw["pretrain"].update(device="cpu", precision=pretrain)
+    raw["finetune"]["train"].update(device="cpu", precision=finetune)
+    return raw
+
+
+def test_precision_says_where_and_in_what_each_training_computes() -> None:
+    assert precision(parse_params(_on_cpu("bf16", "fp32"))) == (
+        "pretraining cpu, bf16 autocast (pretrain.precision bf16); fine-tuning cpu, fp32 "
+        "(finetune.train.precision fp32)")
+
+
+def test_run_facts_gather_commit_preset_sample_machine_and_stage_times(tmp_path: Path) -> None:
+    path = tmp_path / "params.yaml"
+    path.write_text((REPO / "params.yaml").read_text())
+    apply_preset("tiny", path)
+    params = load_params(path)
+    records = [{"stage": "report", "seconds": 2.0, "finished": "2025-01-01T10:05:00",
+                "commit": "abc", "uncommitted_changes": False},
+               {"stage": "ingest", "seconds": 1.5, "finished": "2025-01-01T10:00:00",
+                "commit": "abc", "uncommitted_changes": False}]
+    found: Any = SimpleNamespace(data=SimpleNamespace(stages=records))  # what it reads of a Run
+    facts = run_facts(params, found, REPO, {"commit": "abc", "uncommitted_changes": 0})
+    assert (facts.commit, facts.uncommitted_changes) == ("abc", False)
+    assert facts.preset in available()  # matched exactly: named
+    assert facts.data_root == params.ingest.root
+    assert facts.sample is is_sample(params.ingest.root, REPO)
+    assert facts.machine.startswith("machine: CPU ")
+    assert facts.precision.startswith("pretraining ") and "; fine-tuning " in facts.precision
+    assert facts.stages["stage"].to_list() == ["ingest"]  # the report's own, stale, left out
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", facts.built)
+    changed = params.model_copy(update={"model": params.model.model_copy(update={"n_layer": 7})})
+    custom = run_facts(changed, found, tmp_path, {"commit": None, "uncommitted_changes": True})
+    assert custom.preset.startswith("custom: closest to ") and "model.n_layer 7" in custom.preset
+    assert (custom.commit, custom.uncommitted_changes) == (None, True)

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Iterator
 from pathlib import Path
 
+from gpt1.corpus.documents import write_documents
 from gpt1.downstream.glue import utf8_errors
 from gpt1.errors import MissingInputError
+
+log = logging.getLogger(__name__)
 
 # Today's e-texts frame the book with "*** START OF ..." and "*** END OF ..." lines. The 1990s
 # ones have no START line: their header ends with the licence, whose last line is "*END*THE SMALL
@@ -112,3 +116,17 @@ def read_book(path: Path) -> str:
     """A text file's text; a byte that is not UTF-8 is an error naming the file and line."""
     with utf8_errors(path):
         return path.read_text(encoding="utf-8-sig")
+
+
+def ingest_corpus(root: Path, patterns: list[str], doc_chars: int, out: Path) -> int:
+    """One Parquet file of documents (`gpt1.corpus.documents.write_documents`) in `out` per
+    corpus file under `root` matching `patterns` (`ingest.corpus`), each cut into documents of
+    at most `doc_chars` characters; returns the number of documents."""
+    total = 0
+    for i, path in enumerate(corpus_files(root, patterns, "ingest.corpus")):
+        source = path.relative_to(root).as_posix()
+        docs = split_documents(read_book(path), doc_chars)
+        write_documents(source, docs, out / f"{i:05d}.parquet")
+        log.info("%s: %d documents, %d chars", source, len(docs), sum(map(len, docs)))
+        total += len(docs)
+    return total

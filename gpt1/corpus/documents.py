@@ -46,3 +46,18 @@ def iter_texts(corpus_dir: Path, batch_docs: int = 256) -> Iterator[str]:
     """Stream the `text` column of every Parquet file in `corpus_dir`, in order."""
     for texts in iter_text_arrays(corpus_dir, batch_docs):
         yield from texts.to_pylist()
+
+
+def write_documents(source: str, docs: list[str], path: Path) -> None:
+    """The documents of one corpus file as a Parquet file, ids `<source>#<k>`."""
+    table = pa.table(
+        {"id": [f"{source}#{k}" for k in range(len(docs))], "source": [source] * len(docs),
+         "text": docs},
+        schema=DOCUMENT_SCHEMA,
+    )
+    pq.write_table(table, path)
+
+
+def count_documents(files: list[Path]) -> int:
+    """The rows of the document tables `files`, from their footers."""
+    return sum(pq.ParquetFile(p).metadata.num_rows for p in files)

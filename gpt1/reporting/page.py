@@ -1,14 +1,18 @@
 """The run report assembled: its PNGs, `reports/summary.md`, the self-contained
-`reports/index.html` and the short `reports/headline.txt`, all from one `Run`."""
+`reports/index.html` and the short `reports/headline.txt`, all from one `Run`; `write_report`
+(the report stage's job) reads the run's files and writes them all."""
 
 from __future__ import annotations
 
+import datetime
 import html
 from pathlib import Path
 
 import polars as pl
 
+from gpt1.atomic import atomic_dir, write_text
 from gpt1.config import Params
+from gpt1.machine import machine, machine_line
 from gpt1.reporting.analysis import (
     VARIANT_NAMES,
     analysis_sections,
@@ -22,6 +26,8 @@ from gpt1.reporting.document import (
     html_section,
     markdown,
 )
+from gpt1.reporting.facts import infer_preset, is_sample, pipeline_stages, stage_times
+from gpt1.reporting.files import RunFiles, read_run
 from gpt1.reporting.plots import (
     plot_finetune,
     plot_pretraining,
@@ -37,6 +43,7 @@ from gpt1.reporting.report import (
     files_section,
     finetune_section,
     headline_section,
+    headline_text,
     heldout_section,
     pretrain_section,
     run_section,
@@ -44,6 +51,7 @@ from gpt1.reporting.report import (
     sample_warning,
 )
 from gpt1.reporting.table import headlines
+from gpt1.training.device import resolve_device, resolve_dtype
 
 SUBTITLE = "GPT-1 (Radford et al. 2018) rebuilt as a DVC + Prefect pipeline"
 
@@ -200,3 +208,52 @@ def render_html(parts: list[Section], facts: RunFacts, folder: Path) -> str:
         f"<main>{body}<footer>Written by the report stage (python -m tasks.report) from the "
         "run's metrics files; reports/summary.md holds the same figures as markdown.</footer>"
         "</main></body></html>\n")
+
+
+def precision(params: Params) -> str:
+    """Where and in what pretraining and fine-tuning compute on this machine."""
+
+    def resolved(device: str, precision: str) -> str:
+        where = resolve_device(device)
+        dtype = str(resolve_dtype(precision, where)).removeprefix("torch.")
+        return f"{where.type}, {'bf16 autocast' if dtype == 'bfloat16' else 'fp32'}"
+
+    pretrain = params.pretrain
+    train = params.finetune.train
+    return (f"pretraining {resolved(pretrain.device, pretrain.precision)} "
+            f"(pretrain.precision {pretrain.precision}); fine-tuning "
+            f"{resolved(train.device, train.precision)} (finetune.train.precision "
+            f"{train.precision})")
+
+
+def run_facts(params: Params, run: Run, root: Path, commit: dict[str, object]) -> RunFacts:
+    """What ran, for the first screen: `commit` is the checkout's at `root` (its commit, and
+    whether tracked files differ), `run` holds the stage records."""
+    match = infer_preset(params.model_dump())
+    return RunFacts(
+        commit=commit["commit"], uncommitted_changes=bool(commit["uncommitted_changes"]),
+        preset="custom" if match is None else match.describe(),
+        data_root=params.ingest.root, sample=is_sample(params.ingest.root, root),
+        machine=machine_line(machine()), precision=precision(params),
+        # the report's own record is its last run's (DVC removes it before this one)
+        stages=stage_times(run.data.stages, [s for s in pipeline_stages(params) if s != "report"]),
+        built=datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"))
+
+
+def write_report(params: Params, files: RunFiles, root: Path, commit: dict[str, object], *,
+                 summary: Path, page: Path, headline: Path, plots: Path) -> dict[str, str]:
+    """The report of the run whose files `files` names: the PNGs into folder `plots`, the
+    markdown `summary`, the HTML `page` and the `headline` text (each written atomically);
+    `root` and `commit` as `run_facts` takes them. Returns the PNGs written (`write_plots`)."""
+    found = Run.of(params.tasks, read_run(params, files), files)
+    prefix = f"{plots.relative_to(summary.parent).as_posix()}/"
+    with atomic_dir(plots) as tmp:
+        written = write_plots(found, list(params.analysis.ablation.variants), tmp, prefix)
+    found = found.with_plots(written)
+    facts = run_facts(params, found, root, commit)
+    names = [f"[{path.name}]({path.name})" for path in (page, summary, headline)]
+    parts = sections(found, params, facts, names)
+    write_text(summary, render_markdown(parts, facts))
+    write_text(page, render_html(parts, facts, page.parent))
+    write_text(headline, headline_text(found, facts))
+    return written

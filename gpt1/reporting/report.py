@@ -32,7 +32,7 @@ TITLE = "gpt1 run report"
 
 @dataclass(frozen=True)
 class RunFacts:
-    """What ran, for the first screen (tasks.report gathers them)."""
+    """What ran, for the first screen (`gpt1.reporting.page.run_facts` gathers them)."""
 
     commit: str | None  # the checkout's, where the report was built
     uncommitted_changes: bool  # tracked files other than params.yaml and dvc.lock differ
