@@ -38,13 +38,29 @@ def declared_params(root: Path, address: str) -> dict[str, list[str]]:
             if isinstance(dep, ParamsDependency)}
 
 
-def read_values(root: Path, declared: dict[str, list[str]]) -> dict[tuple[str, str], object]:
-    """The `declared` params as their files under `root` hold them now, by (file, dotted key);
-    key "" is a whole file. A key or file that went missing reads None."""
+def params_files(root: Path) -> list[str]:
+    """The params files a stage of `root`'s dvc.yaml may declare keys of: DVC's default
+    `params.yaml`, and each file a stage names (`- other.yaml: [key]`)."""
+    stages = read_yaml((root / "dvc.yaml").read_text(encoding="utf-8")).get("stages", {})
+    named = {name for stage in stages.values() for entry in stage.get("do", stage).get(
+        "params", []) if isinstance(entry, dict) for name in entry}
+    return sorted({"params.yaml", *named})
+
+
+def read_files(root: Path, names: list[str]) -> dict[str, str | None]:
+    """The text of each of `names` under `root` (None for one that does not exist)."""
+    return {name: (root / name).read_text(encoding="utf-8") if (root / name).is_file() else None
+            for name in names}
+
+
+def _values(texts: dict[str, str | None], declared: dict[str, list[str]]
+            ) -> dict[tuple[str, str], object]:
+    """The `declared` params in `texts`, by (file, dotted key); key "" is a whole file. A key
+    or file that is missing reads None."""
     values: dict[tuple[str, str], object] = {}
     for name, keys in declared.items():
-        path = root / name
-        raw = read_yaml(path.read_text(encoding="utf-8")) if path.is_file() else None
+        text = texts.get(name)
+        raw = read_yaml(text) if text is not None else None
         for dotted in keys or [""]:
             node: object = raw
             for part in filter(None, dotted.split(".")):
@@ -53,11 +69,16 @@ def read_values(root: Path, declared: dict[str, list[str]]) -> dict[tuple[str, s
     return values
 
 
-def check_params_unchanged(root: Path, declared: dict[str, list[str]],
-                           before: dict[tuple[str, str], object]) -> None:
-    """Fail if a param the stage declares changed while it ran: DVC reads the params files after
-    the command ends, and would record the new value beside outputs made with the old one."""
-    after = read_values(root, declared)
+def check_params_unchanged(root: Path, address: str, at_start: dict[str, str | None]) -> None:
+    """Fail if a param the stage at `address` declares changed while it ran: DVC reads the
+    params files after the command ends, and would record the new value beside outputs made
+    with the old one. `at_start` holds the params files as they were when it started; only if
+    one changed is DVC asked which keys the stage declares (that costs a second)."""
+    now = read_files(root, list(at_start))
+    if now == at_start:
+        return
+    declared = declared_params(root, address)
+    before, after = _values(at_start, declared), _values(now, declared)
     changed = [key for key in before if after[key] != before[key]]
     if changed:
         files = {name: [key for file, key in changed if file == name] for name, _ in changed}
@@ -142,12 +163,12 @@ def main(name: str, run: Callable[..., None], argv: list[str] | None = None,
     address, dvc_root = os.environ.get("DVC_STAGE"), os.environ.get("DVC_ROOT")
     root = Path(dvc_root) if address and dvc_root else None
     try:
+        # read before the params are: a change in between then shows as a change
+        at_start = read_files(root, params_files(root)) if root else {}
         params: Params = load_params(params_path)
-        declared = declared_params(root, address) if root and address else {}
-        read_at_start = read_values(root, declared) if root else {}
         run(params, **args)
         if root and address:
-            check_params_unchanged(root, declared, read_at_start)
+            check_params_unchanged(root, address, at_start)
             write_stage_record(address, time.perf_counter() - started, root)
     except Exception as err:  # judged, recorded for the flows, and re-raised unless bad input
         verdict = "input_error" if is_input_error(err) else "bug"

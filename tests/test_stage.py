@@ -26,6 +26,7 @@ from tasks.stage import (
     checkout_commit,
     declared_params,
     main,
+    params_files,
     record_path,
     verdict_path,
     write_stage_record,
@@ -269,3 +270,19 @@ def test_a_declared_param_changed_mid_run_fails_every_stage_form_under_dvc(
     assert json.loads(verdict_path(tmp_path, address).read_text())["verdict"] == "input_error"
     status = run([sys.executable, "-m", "dvc", "status", address], tmp_path, env=env)
     assert address in status.stdout
+
+
+def test_dvc_is_asked_for_the_declared_params_only_when_a_params_file_changed(
+        stage_dir: Path, caplog: pytest.LogCaptureFixture,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Resolving a stage through DVC costs a second or so: a stage whose params files are as
+    they were at its start never pays it."""
+    def unasked(root: Path, address: str) -> dict[str, list[str]]:
+        raise AssertionError("DVC was asked although no params file changed")
+
+    monkeypatch.setattr("tasks.stage.declared_params", unasked)
+    assert _run_stage(lambda params: None, caplog) == 0
+    assert params_files(stage_dir) == ["params.yaml"]
+    (stage_dir / "dvc.yaml").write_text("stages:\n  s:\n    cmd: x\n    params:\n"
+                                        "      - other.yaml:\n          - lr\n      - seed\n")
+    assert params_files(stage_dir) == ["other.yaml", "params.yaml"]
