@@ -3,7 +3,6 @@ curves (dvclive) and the text the pretrained model wrote, as they lie under a ch
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -11,7 +10,8 @@ from typing import Any
 import polars as pl
 
 from gpt1.config import Params
-from gpt1.errors import InputError, MissingInputError
+from gpt1.errors import MissingInputError
+from gpt1.records import read_record
 
 Result = dict[str, Any]  # one metrics file, as read
 
@@ -55,13 +55,10 @@ class RunData:
 
 
 def read_json(path: Path, stage: str) -> Result:
-    """A metrics file; FileNotFoundError saying which stage writes it where it is absent."""
+    """A metrics file, naming the stage that writes it where it is absent or damaged."""
     if not path.is_file():
         raise MissingInputError(f"{path}: not found (run {stage} first)")
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise InputError(f"{path}: not JSON ({err}): run {stage} again") from None
+    return read_record(path, stage)
 
 
 def _optional(path: Path, stage: str) -> Result | None:
@@ -83,7 +80,8 @@ def read_curves(live: Path) -> pl.DataFrame:
 
 def read_stage_records(folder: Path) -> list[Result]:
     """Every stage record under `folder`, oldest first."""
-    records = [json.loads(p.read_text(encoding="utf-8")) for p in sorted(folder.rglob("*.json"))]
+    records = [read_record(p, p.stem if p.parent == folder else f"{p.parent.name}@{p.stem}")
+               for p in sorted(folder.rglob("*.json"))]
     return sorted(records, key=lambda r: r.get("finished") or "")
 
 
