@@ -6,17 +6,14 @@ from __future__ import annotations
 import csv
 import json
 import os
-import random
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 
 from gpt1.config import load_params
-from gpt1.corpus.bpe import train_bpe
-from gpt1.corpus.shards import ShardWriter, read_split
+from gpt1.corpus.shards import read_split
 from gpt1.model.registry import load_model
 from gpt1.model.transformer import GPT1
 from gpt1.presets.edit import nest, update_params
@@ -24,6 +21,7 @@ from gpt1.training.distributed import Group, from_env
 from gpt1.training.pretrain import pretrain
 from gpt1.training.pretrain_job import model_config
 from tests.conftest import REPO, run
+from tests.token_shards import write_token_shards
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -50,20 +48,8 @@ runpy.run_module("tasks.pretrain", run_name="__main__", alter_sys=True)
 
 def _inputs(root: Path) -> int:
     """A tokenizer, random token shards and params.yaml for a tiny model; the vocabulary size."""
-    rng = random.Random(0)
-    words = ["".join(rng.choice("abcdefgh") for _ in range(rng.randint(2, 6))) for _ in range(50)]
-    tokenizer = train_bpe([" ".join(rng.choices(words, k=30)) for _ in range(40)], 100, 2)
-    (root / "shared/bpe").mkdir(parents=True)
-    tokenizer.save(str(root / "shared/bpe/tokenizer.json"))
-    vocab = tokenizer.get_vocab_size()
-    ids = np.random.default_rng(0)
-    splits = {}
-    for split, tokens in (("train", 3000), ("val", 500)):
-        writer = ShardWriter(root / "shared/shards" / split, np.dtype(np.uint16), 2000)
-        writer.append(ids.integers(0, vocab, tokens).astype(np.uint16))
-        splits[split] = {"tokens": tokens, "shards": [vars(info) for info in writer.close()]}
-    manifest = {"vocab_size": vocab, "splits": splits}  # what pretraining checks the shards by
-    (root / "shared/shards/manifest.json").write_text(json.dumps(manifest))
+    vocab = write_token_shards(root / "shared/bpe", root / "shared/shards",
+                               {"train": 3000, "val": 500}, 2000)
     (root / "shared/checkpoints").mkdir()
     (root / "params.yaml").write_bytes((REPO / "params.yaml").read_bytes())
     update_params(root / "params.yaml", nest(KNOBS))

@@ -314,6 +314,16 @@ def test_readme_is_a_landing_page() -> None:
             f"the README's docs index does not link docs/{doc.name}"
 
 
+def test_the_readme_shows_the_measured_quick_starts_headline() -> None:
+    """The headline the README shows is the one the latest measured quick start printed
+    (`python -m bench.quickstart`), not figures typed in once and left to go stale."""
+    measured = json.loads((REPO / "bench" / "results" / "quickstart.json").read_text())
+    (table,) = measured["tables"]
+    headline = [line for line in table["notes"][1:] if line.strip()]
+    shown = README.read_text(encoding="utf-8").split("```text\n", 1)[1].split("```")[0]
+    assert shown.splitlines()[:len(headline)] == headline
+
+
 def test_benchmarks_page_is_what_the_results_give() -> None:
     page = REPO / "docs" / "benchmarks.md"
     assert page.read_text(encoding="utf-8") == pages.render(), \

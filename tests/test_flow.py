@@ -114,7 +114,10 @@ def test_cancelled_and_crashed_runs_recover(tiny_repo: Path, tmp_path: Path) -> 
     wait_for(lambda: group_gone(crashed.pid), "end of the killed processes", timeout=30)
     assert_truthful_status(tiny_repo)
 
-    proc = run([sys.executable, "-m", "flows.full_pipeline"], tiny_repo, env=prefect)
+    # the rest of the DAG, every task and analysis stage of the tiny run: over 600 s on a busy
+    # 2-core machine
+    proc = run([sys.executable, "-m", "flows.full_pipeline"], tiny_repo, env=prefect,
+               timeout=1800)
     log = proc.stdout + proc.stderr
     for done in ("ingest", "clean", "bpe", "tokenize"):
         assert f"Stage '{done}' didn't change, skipping" in log

@@ -7,7 +7,6 @@ import hashlib
 import json
 import logging
 import math
-import random
 import signal
 import sys
 from collections.abc import Iterator
@@ -15,20 +14,19 @@ from contextlib import contextmanager
 from pathlib import Path
 from types import SimpleNamespace
 
-import numpy as np
 import pytest
 import torch
 
 import gpt1.training.pretrain_job as job
 from gpt1.config import LSTMParams, ModelParams, Params, PretrainParams, load_params
 from gpt1.corpus.bpe import train_bpe
-from gpt1.corpus.shards import ShardWriter
 from gpt1.errors import InputError
 from gpt1.model.lstm import LSTM, LSTMConfig
 from gpt1.model.transformer import GPT1, GPT1Config
 from gpt1.training.checkpoint import CheckpointRuns, CheckpointStore, StopRequested
 from gpt1.training.pretrain import PretrainResult
 from tests.conftest import REPO, run
+from tests.token_shards import write_token_shards
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -224,20 +222,7 @@ def test_a_loss_within_a_tenth_of_a_nat_of_token_frequencies_has_learned_little(
 
 def _inputs(root: Path) -> None:
     """A tokenizer in `root/bpe` and random token shards in `root/shards`, as tokenize writes."""
-    rng = random.Random(0)
-    words = ["".join(rng.choice("abcdefgh") for _ in range(rng.randint(2, 6))) for _ in range(50)]
-    tokenizer = train_bpe([" ".join(rng.choices(words, k=30)) for _ in range(40)], 100, 2)
-    (root / "bpe").mkdir(parents=True)
-    tokenizer.save(str(root / "bpe/tokenizer.json"))
-    vocab = tokenizer.get_vocab_size()
-    ids = np.random.default_rng(0)
-    splits = {}
-    for split, tokens in (("train", 1500), ("val", 400)):
-        writer = ShardWriter(root / "shards" / split, np.dtype(np.uint16), 1000)
-        writer.append(ids.integers(0, vocab, tokens).astype(np.uint16))
-        splits[split] = {"tokens": tokens, "shards": [vars(info) for info in writer.close()]}
-    (root / "shards/manifest.json").write_text(json.dumps({"vocab_size": vocab,
-                                                           "splits": splits}))
+    write_token_shards(root / "bpe", root / "shards", {"train": 1500, "val": 400}, 1000)
 
 
 def _outputs(root: Path) -> job.PretrainOutputs:
