@@ -1,7 +1,8 @@
 """Stage `transfer@<task>` (paper Figure 2, left): one task (`analysis.transfer.tasks`, at its
-train size) fine-tuned from the
-embeddings and first k pretrained blocks, the rest freshly initialised, for k = 0 .. n_layer,
-once per seed (k = 0 is a model that was not pretrained, k = n_layer the whole of it)."""
+train size) fine-tuned from the embeddings and first k pretrained blocks, the rest freshly
+initialised, for k = 0 .. n_layer, once per seed (k = 0 is a model that was not pretrained,
+k = n_layer the whole of it: where Table 5's `no_pretrain` or `full` cell fine-tunes the task at
+that size, the file points to it instead of fine-tuning the same again)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,12 @@
 """gpt1.downstream.cells: the analysis stages' cells. A cell's data (eval splits capped, train cut
 per size), fine-tuning it once per seed, and how the ablation and transfer jobs lay out their
-metrics files; fine-tuning itself is stubbed (tests/test_finetune.py tests it)."""
+metrics files; fine-tuning itself is stubbed (tests/test_finetune.py tests it), but where it
+shows that Figure 2's ends are Table 5's cells."""
 
 from __future__ import annotations
 
+import copy
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +20,7 @@ from gpt1.downstream.ingest import ingest_task
 from gpt1.downstream.tuning import SeedRun, Split
 from gpt1.errors import InputError
 from gpt1.model.lstm import LSTM, LSTMConfig
+from gpt1.model.transfer import transfer_layers
 from gpt1.model.transformer import GPT1, GPT1Config
 from tests.conftest import REPO
 
@@ -169,6 +173,63 @@ def test_transfer_cell_one_entry_per_k_what_they_share_once(
                             "layers_0", "layers_1", "layers_2"]
     assert result["max_train_examples"] == 3 and result["n_layer"] == 2
     assert result["layers_1"] == {"k": 1, "accuracy": 10.0, "runs": [{"k": 1}]}
+
+
+def test_transfer_cell_takes_the_ends_table_5_fine_tunes_already(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    params = _params(transfer={"tasks": {"sst2": 3}},
+                     ablation={"variants": ["full", "no_pretrain"], "tasks": {"sst2": [3, 4]}})
+    model = GPT1(GPT1Config(vocab_size=30, n_ctx=8, n_embd=8, n_layer=2, n_head=2))
+    ks: list[int] = []
+
+    def fine_tune_cell(params: Params, cell: cells.Cell, trunk_for_seed: Any) -> dict[str, Any]:
+        ks.append(trunk_for_seed(9))
+        return {"accuracy": 50.0, "train_examples": 3, "runs": [{"k": 1}]}
+
+    monkeypatch.setattr(cells, "load_cell", lambda params, task, task_dir, pretrained:
+                        _cell(params))
+    monkeypatch.setattr(cells, "load_model", lambda path: model)
+    monkeypatch.setattr(cells, "transfer_layers", lambda m, k, seed: k)
+    monkeypatch.setattr(cells, "fine_tune_cell", fine_tune_cell)
+    result = cells.transfer_cell(params, "sst2", Path("tasks/sst2"), Path("pre"))
+    assert ks == [1]  # k = 0 and k = n_layer are Table 5's no_pretrain and full cells
+    assert result["layers_0"] == {"k": 0, "from_ablation": "no_pretrain"}
+    assert result["layers_1"] == {"k": 1, "accuracy": 50.0, "runs": [{"k": 1}]}
+    assert result["layers_2"] == {"k": 2, "from_ablation": "full"}
+    assert {key: result[key] for key in cells.SHARED} == {
+        "train_examples": 3, "eval_examples": {"dev": 3},
+        "lm_coef": params.finetune.train.lm_coef, "metrics": ["accuracy"],
+        "seeds": params.analysis.seeds}
+
+
+@pytest.mark.parametrize(("ablation", "reused"), [
+    ({"variants": ["full", "no_pretrain"], "tasks": {"sst2": [3]}}, {0: "no_pretrain", 2: "full"}),
+    ({"variants": ["full", "no_aux"], "tasks": {"sst2": [3]}}, {2: "full"}),
+    ({"variants": ["no_pretrain"], "tasks": {"sst2": [None]}}, {}),  # another size
+    ({"variants": ["full", "no_pretrain"], "tasks": {"rte": [3]}}, {})])  # another task
+def test_ablation_ends(ablation: dict[str, Any], reused: dict[int, str]) -> None:
+    params = _params(ablation=ablation)
+    assert cells.ablation_ends(params.analysis.ablation, "sst2", 3, n_layer=2) == reused
+
+
+def test_the_ends_of_figure_2_are_table_5s_cells_run_for_run(
+        monkeypatch: pytest.MonkeyPatch, one_torch_thread: None) -> None:
+    """What lets transfer_cell take its ends from the ablation: fine-tuned for real, k = 0
+    blocks transferred is `no_pretrain` and k = n_layer is `full`, seed for seed."""
+    params = _params(seeds=[1, 2])
+    pretrained = GPT1(GPT1Config(vocab_size=128, n_ctx=8, n_embd=8, n_layer=2, n_head=2))
+    monkeypatch.setattr(cells, "load_model", lambda path: copy.deepcopy(pretrained))
+    cell = _cell(params, train=6)
+
+    def runs(trunk_for_seed: Any) -> list[dict[str, Any]]:
+        result = cells.fine_tune_cell(params, cell, trunk_for_seed)
+        return [{k: v for k, v in run.items() if k != "seconds"} for run in result["runs"]]
+
+    for k, variant in ((0, "no_pretrain"), (2, "full")):
+        transferred = runs(lambda seed, k=k: transfer_layers(pretrained, k, seed))
+        assert transferred == runs(partial(cells.variant_trunk, variant, Path("pre"),
+                                           Path("lstm")))
+    assert runs(lambda seed: transfer_layers(pretrained, 1, seed)) != transferred
 
 
 def test_transfer_cell_refuses_a_model_other_than_gpt1(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -11,6 +11,7 @@ import pytest
 
 from gpt1.reporting.table import (
     SCHEMA,
+    collect,
     final_epochs,
     over_seeds,
     results,
@@ -19,7 +20,14 @@ from gpt1.reporting.table import (
     zero_shot_scores,
 )
 from gpt1.training.finetune import majority_class, summarise
-from tests.report_fixtures import SEEDS, TASKS, read_fixture_run
+from tests.report_fixtures import (
+    SEEDS,
+    TASKS,
+    ablation_file,
+    accuracy,
+    read_fixture_run,
+    seed_runs,
+)
 
 
 @pytest.fixture(scope="module")
@@ -129,6 +137,22 @@ def test_figure_2_pivots(found) -> None:
     assert scores.height == 2 * 5
     assert scores.filter((pl.col("variant") == "gpt1") & (pl.col("step") == 100)).row(0) == (
         "gpt1", 100, 60.1, 4.0)
+
+
+def test_figure_2s_ends_taken_from_table_5_are_its_runs_at_the_transfer_size() -> None:
+    ablation = {variant: {"sst2": ablation_file(variant, "sst2", (500, 500, scores),
+                                                (None, 2000, (90.0, 91.0, 92.0)))}
+                for variant, scores in (("no_pretrain", (50.0, 52.5, 53.5)),
+                                        ("full", (58.0, 59.0, 66.5)))}
+    transfer = {"sst2": {"task": "sst2", "run": True, "max_train_examples": 500,
+                         "train_examples": 500, "n_layer": 2,
+                         "layers_0": {"k": 0, "from_ablation": "no_pretrain"},
+                         "layers_1": {"k": 1, "runs": seed_runs(accuracy(51.5, 51.5, 52.0))},
+                         "layers_2": {"k": 2, "from_ablation": "full"}}}
+    summary = over_seeds(collect(ablation=ablation, transfer=transfer).values)
+    assert transfer_medians(summary, TASKS).row(0) == ("sst2", 52.5, 51.5, 59.0)
+    end = _one(summary, stage="transfer", task="sst2", layers=2, metric="accuracy")
+    assert (end["min"], end["max"], end["seeds"], end["train_size"]) == (58.0, 66.5, SEEDS, 500)
 
 
 def test_nothing_run_gives_empty_pivots(tmp_path: Path) -> None:

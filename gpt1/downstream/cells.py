@@ -14,7 +14,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from gpt1.config import Params, TaskParams
+from gpt1.config import AblationParams, Params, TaskParams, Variant
 from gpt1.corpus.bpe import GPT1Tokenizer
 from gpt1.downstream.tuning import Split, load_splits, run_seed, summary
 from gpt1.errors import InputError
@@ -70,10 +70,18 @@ def fine_tune_cell(params: Params, cell: Cell, trunk_for_seed: Callable[[int], T
         if lm_coef is not None:
             cfg = cfg.model_copy(update={"lm_coef": lm_coef})
         runs.append(run_seed(cell.spec, cfg, trunk_for_seed(seed), cell.data, cell.pad_id))
-    return {**summary(cell.spec, runs), "train_examples": len(cell.data["train"].examples),
-            "eval_examples": {s: len(cell.data[s].examples) for s in cell.spec.eval_splits},
-            "lm_coef": cfg.lm_coef, "metrics": cell.spec.metrics, "seeds": params.analysis.seeds,
+    return {**summary(cell.spec, runs), **cell_facts(params, cell, lm_coef),
             "runs": [r.summary for r in runs]}
+
+
+def cell_facts(params: Params, cell: Cell, lm_coef: float | None = None) -> dict[str, Any]:
+    """What every fine-tuning of `cell` shares (`SHARED`): its train and eval sizes, λ (the
+    task's, unless `lm_coef` is given), the metrics and the seeds."""
+    if lm_coef is None:
+        lm_coef = params.finetune.for_task(cell.spec, params.analysis.seeds[0]).lm_coef
+    return {"train_examples": len(cell.data["train"].examples),
+            "eval_examples": {s: len(cell.data[s].examples) for s in cell.spec.eval_splits},
+            "lm_coef": lm_coef, "metrics": cell.spec.metrics, "seeds": params.analysis.seeds}
 
 
 def size_key(size: int | None) -> str:
@@ -109,10 +117,23 @@ def ablation_cell(params: Params, variant: str, task: str, task_dir: Path, pretr
     return {"variant": variant, "task": task, "run": True, "sizes": list(sizes), **sizes}
 
 
+def ablation_ends(ablation: AblationParams, task: str, train_size: int | None,
+                  n_layer: int) -> dict[int, Variant]:
+    """The ends of Figure 2 (left) that Table 5's cells fine-tune already, with the same seeds,
+    data and trunk: k = 0 is `no_pretrain` and k = n_layer is `full`, wherever
+    `analysis.ablation` runs that variant on `task` at `train_size`. k -> the variant."""
+    if train_size not in ablation.tasks.get(task, []):
+        return {}
+    ends: dict[int, Variant] = {0: "no_pretrain", n_layer: "full"}
+    return {k: variant for k, variant in ends.items() if variant in ablation.variants}
+
+
 def transfer_cell(params: Params, task: str, task_dir: Path, pretrained: Path) -> dict[str, Any]:
     """`task` at its train size (`analysis.transfer.tasks`) fine-tuned from the embeddings and
     first k blocks of the GPT-1 in `pretrained`, the rest freshly initialised, for k = 0 ..
-    n_layer, once per seed: what every k shares (`SHARED`) once, each k under `layers_<k>`."""
+    n_layer, once per seed: what every k shares (`SHARED`) once, each k under `layers_<k>`. An
+    end that an ablation cell fine-tunes already (`ablation_ends`) is not fine-tuned twice: its
+    entry names that variant (`from_ablation`), whose file holds its runs."""
     max_train = params.analysis.transfer.tasks[task]
     cell = load_cell(params, task, task_dir, pretrained).at_size(max_train)
     model = load_model(pretrained)
@@ -120,13 +141,19 @@ def transfer_cell(params: Params, task: str, task_dir: Path, pretrained: Path) -
         raise InputError(f"{pretrained}: layers are transferred from a GPT-1 model, not a "
                          f"{model.config.model_type}")
     n_layer = model.config.n_layer
-    layers, shared = {}, {}
+    reused = ablation_ends(params.analysis.ablation, task, max_train, n_layer)
+    layers = {}
     metric = cell.spec.metrics[0]
     for k in range(n_layer + 1):
+        if k in reused:
+            layers[f"layers_{k}"] = {"k": k, "from_ablation": reused[k]}
+            log.info("%s, %d of %d blocks transferred: as ablation@%s-%s", task, k, n_layer,
+                     reused[k], task)
+            continue
         result = fine_tune_cell(params, cell, lambda seed, k=k: transfer_layers(model, k, seed))
-        shared = {key: result.pop(key) for key in SHARED}  # the same for every k
-        layers[f"layers_{k}"] = {"k": k, **result}
+        layers[f"layers_{k}"] = {"k": k, **{key: value for key, value in result.items()
+                                            if key not in SHARED}}
         log.info("%s, %d of %d blocks transferred: %s %s (median over seeds)", task, k, n_layer,
                  metric, result[metric])
-    return {"task": task, "run": True, "max_train_examples": max_train, **shared,
-            "n_layer": n_layer, **layers}
+    return {"task": task, "run": True, "max_train_examples": max_train,
+            **cell_facts(params, cell), "n_layer": n_layer, **layers}

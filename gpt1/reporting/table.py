@@ -98,11 +98,21 @@ def ablation_rows(variant: str, task: str, result: Result) -> Iterator[Row]:
                             train_size=size["train_examples"])
 
 
-def transfer_rows(task: str, result: Result) -> Iterator[Row]:
+def transfer_rows(task: str, result: Result,
+                  ablation: dict[str, dict[str, Result]]) -> Iterator[Row]:
+    """Each k's runs; an end that Table 5's cell fine-tuned (`from_ablation`: the variant) has
+    the runs of that `ablation` file (variant -> task -> file) at the transfer's train size."""
     for k in range(result["n_layer"] + 1):
-        if (layer := result.get(f"layers_{k}")) is not None:
-            yield from run_rows(layer["runs"], stage="transfer", task=task, layers=k,
-                                train_size=result["train_examples"])
+        if (layer := result.get(f"layers_{k}")) is None:
+            continue
+        if (variant := layer.get("from_ablation")) is not None:
+            cell = ablation[variant][task]
+            (runs,) = [cell[key]["runs"] for key in cell["sizes"]
+                       if cell[key]["max_train_examples"] == result["max_train_examples"]]
+        else:
+            runs = layer["runs"]
+        yield from run_rows(runs, stage="transfer", task=task, layers=k,
+                            train_size=result["train_examples"])
 
 
 def zero_shot_rows(task: str, result: Result) -> Iterator[Row]:
@@ -163,7 +173,7 @@ def collect(pretrain: Result | None = None, pretrain_lstm: Result | None = None,
         for task, result in files.items():
             take(result, ablation_rows(variant, task, result), "ablation", task, variant)
     for task, result in (transfer or {}).items():
-        take(result, transfer_rows(task, result), "transfer", task)
+        take(result, transfer_rows(task, result, ablation or {}), "transfer", task)
     for task, result in (zero_shot or {}).items():
         take(result, zero_shot_rows(task, result), "zero_shot", task)
     return Results(pl.DataFrame(rows, schema=SCHEMA, orient="row"),
