@@ -1,4 +1,5 @@
-"""Shared fixtures: the real data beside the repo, and throwaway copies of the repository."""
+"""Shared fixtures: the real data beside the repo, throwaway copies of the repository, and one
+tiny pipeline reproduced once per test run for every test that starts from a finished run."""
 
 from __future__ import annotations
 
@@ -7,30 +8,46 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
 import pytest
 import torch
+from filelock import FileLock
+from ruamel.yaml import YAML
 
-from gpt1.config import Params
-from gpt1.presets.edit import ANALYSIS_TASKS, nest, update_params
+from gpt1.config import Params, load_params
+from gpt1.presets.edit import ANALYSIS_TASKS, set_keys, update_params
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("GPT1_SHARED_DATA", REPO.parent / "shared" / "data"))
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Under pytest-xdist, each worker's torch takes its share of the cores: the default, every
-    core in every worker, oversubscribes them."""
+    """Under pytest-xdist, each worker's torch takes its share of the cores, and so do the
+    processes its tests start (stages under `dvc repro`, flows): the default, every core in every
+    process, oversubscribes them."""
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-    torch.set_num_threads(max(1, torch.get_num_threads() // workers))
+    threads = max(1, torch.get_num_threads() // workers)
+    torch.set_num_threads(threads)
+    os.environ["OMP_NUM_THREADS"] = str(threads)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The end-to-end tests (minutes each) first: each xdist worker starts on one of them and
-    the short tests fill in after, rather than one long test starting last."""
-    items.sort(key=lambda item: item.get_closest_marker("e2e") is None)
+    the short tests fill in after, rather than one long test starting last. Of those, the first
+    that needs the shared reproduced pipeline leads (it builds it), the ones that build their own
+    follow, and the other users of the shared one come last, when it is ready."""
+    def order(item: pytest.Item) -> int:
+        if item.get_closest_marker("e2e") is None:
+            return 3
+        return 2 if "reproduced" in getattr(item, "fixturenames", ()) else 1
+
+    items.sort(key=order)
+    builder = next((i for i, item in enumerate(items) if order(item) == 2), None)
+    if builder is not None:
+        items.insert(0, items.pop(builder))
 
 
 @pytest.fixture()
@@ -97,8 +114,9 @@ def dvc(*args: str, cwd: Path, check: bool = True) -> subprocess.CompletedProces
 
 
 def edit_params(repo: Path, **changes: object) -> None:
-    """Set dotted keys of the copy's params.yaml (`**{"finetune.train.lr": 0.1}`)."""
-    update_params(repo / "params.yaml", nest(changes))
+    """Set dotted keys of the copy's params.yaml (`**{"finetune.train.lr": 0.1}`), each whole,
+    as `gpt1 set` does: a mapping given replaces the key's mapping."""
+    set_keys(repo / "params.yaml", changes)
 
 
 def copy_repo(dest: Path) -> Path:
@@ -118,22 +136,27 @@ def copy_repo(dest: Path) -> Path:
 
 
 # What the end-to-end runs fine-tune and analyse on the real data: a task of every family, every
-# Table 5 variant, multiple choice beside classification (the quick start's default is SST-2 alone)
+# Table 5 variant at two train sizes and two seeds, multiple choice beside classification, a task
+# without data (QNLI), a book kept out of pretraining (the quick start's default is SST-2 alone)
+HELD_OUT_BOOK = "corpus/books/pg74_tom_sawyer.txt"  # tiny_repo pretrains on Alice alone
 E2E_ANALYSIS = {
     "finetune": {"tasks": "all"},
-    "lm_eval": {"files": []},
-    "analysis": {"ablation": {"variants": ["full", "no_pretrain", "no_aux", "lstm"],
-                              "tasks": {"sst2": [1000], "story_cloze": [None]}},
-                 "transfer": {"tasks": {"story_cloze": None, "rte": None}},
+    "lm_eval": {"files": [HELD_OUT_BOOK]},
+    "analysis": {"seeds": [7, 8],
+                 "ablation": {"variants": ["full", "no_pretrain", "no_aux", "lstm"],
+                              "tasks": {"sst2": [60, 120], "story_cloze": [None],
+                                        "qnli": [None]}},
+                 "transfer": {"tasks": {"story_cloze": None, "rte": 60}},
                  "zero_shot": {"tasks": {"sst2": "sentiment", "cola": "acceptability",
-                                         "story_cloze": "choice", "race": "choice"}}},
+                                         "story_cloze": "choice", "race": "choice"},
+                               "max_examples": 40}},
 }
 
 
-@pytest.fixture()
-def tiny_repo(tmp_path: Path, shared_data: Path) -> Path:
-    """A copy of the repo on the `tiny` preset, fed one book and a slice of every task."""
-    repo = copy_repo(tmp_path / "repo")
+def make_tiny_repo(dest: Path, shared_data: Path) -> Path:
+    """A copy of the repo in `dest` on the `tiny` preset, fed one book and a slice of every
+    task, fine-tuned and analysed as `E2E_ANALYSIS` says."""
+    repo = copy_repo(dest)
     run([sys.executable, "-m", "gpt1.cli", "preset", "tiny"], repo)
     update_params(repo / "params.yaml", E2E_ANALYSIS, ANALYSIS_TASKS)
     edit_params(repo, **{
@@ -143,6 +166,84 @@ def tiny_repo(tmp_path: Path, shared_data: Path) -> Path:
         "ingest.max_dev_examples": 100,
     })
     return repo
+
+
+@pytest.fixture()
+def tiny_repo(tmp_path: Path, shared_data: Path) -> Path:
+    """`make_tiny_repo` in this test's folder: nothing run yet."""
+    return make_tiny_repo(tmp_path / "repo", shared_data)
+
+
+def keep_only_tasks(repo: Path, tasks: list[str]) -> dict:
+    """Cut the copy's task registry, and so its `finetune@<task>` stages, to `tasks`, and
+    fine-tune each: a test of a few tasks skips the stages of the others (a `dvc repro` of a few
+    seconds each, even with nothing to do). Returns params.yaml as edited so far, to go on."""
+    yaml = YAML()
+    path = repo / "params.yaml"
+    params = yaml.load(path.read_text(encoding="utf-8"))
+    params["tasks"] = {task: params["tasks"][task] for task in tasks}
+    params["finetune"]["tasks"] = list(tasks)
+    yaml.dump(params, path)
+    return params
+
+
+def only_sst2(repo: Path) -> None:
+    """Cut the tiny DAG to SST-2 alone (11 stages, not 40), for a test of the plumbing around
+    the stages rather than of the stages: each stage costs a `dvc repro` of a few seconds."""
+    params = keep_only_tasks(repo, ["sst2"])
+    params["lm_eval"]["files"] = []
+    analysis = params["analysis"]
+    analysis["seeds"] = [1]
+    analysis["ablation"].update(variants=["full"], tasks={"sst2": [60]})
+    analysis["transfer"]["tasks"] = {"sst2": 60}
+    analysis["zero_shot"].update(tasks={"sst2": "sentiment"}, max_examples=40)
+    path = repo / "params.yaml"
+    YAML().dump(params, path)
+    load_params(path)  # still valid
+
+
+@dataclass(frozen=True)
+class Reproduced:
+    """A tiny repo after its first `dvc repro`, and what that `dvc repro` printed."""
+
+    repo: Path
+    stdout: str
+    stderr: str
+
+
+@pytest.fixture(scope="session")
+def reproduced_once(tmp_path_factory: pytest.TempPathFactory, worker_id: str,
+                    shared_data: Path) -> Reproduced:
+    """`tiny_repo` after `dvc repro`, built once for the whole test run: the first xdist worker
+    to ask builds it while the others wait on a file lock. Tests never touch it: `reproduced`
+    gives each its own copy. A failed build fails every test that needs it, with its output."""
+    run_dir = tmp_path_factory.getbasetemp()
+    if worker_id != "master":
+        run_dir = run_dir.parent  # this run's folder, which its xdist workers share
+    home = run_dir / "reproduced"
+    with FileLock(str(run_dir / "reproduced.lock")):
+        if not home.is_dir():
+            built = home.with_name("reproduced.partial")
+            shutil.rmtree(built, ignore_errors=True)
+            repo = make_tiny_repo(built / "repo", shared_data)
+            proc = run([sys.executable, "-m", "dvc", "repro"], repo, timeout=1800, check=False)
+            (built / "stdout.txt").write_text(proc.stdout)
+            (built / "stderr.txt").write_text(proc.stderr)
+            (built / "returncode.txt").write_text(str(proc.returncode))
+            built.rename(home)
+    stdout, stderr = (home / "stdout.txt").read_text(), (home / "stderr.txt").read_text()
+    if int((home / "returncode.txt").read_text()):
+        pytest.fail(f"the shared tiny pipeline failed to reproduce:\n{stdout}\n{stderr}")
+    return Reproduced(home / "repo", stdout, stderr)
+
+
+@pytest.fixture()
+def reproduced(reproduced_once: Reproduced, tmp_path: Path) -> Reproduced:
+    """This test's own copy of the tiny pipeline reproduced once per run (`reproduced_once`):
+    every stage up to date, as after the first `dvc repro` of `tiny_repo`."""
+    repo = tmp_path / "repo"
+    shutil.copytree(reproduced_once.repo, repo, symlinks=True)
+    return Reproduced(repo, reproduced_once.stdout, reproduced_once.stderr)
 
 
 def analysis_stages(params: Params) -> list[str]:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from gpt1.corpus.shards import sha256_file
-from tests.conftest import dvc, edit_params, run
+from tests.conftest import Reproduced, dvc, edit_params, run
 
 pytestmark = pytest.mark.e2e
 
@@ -22,16 +22,12 @@ def _ran(output: str) -> list[str]:
     return re.findall(r"Running stage '([^']+)'", output)
 
 
-def test_a_second_clone_pulls_every_artifact_and_recomputes_nothing(tiny_repo: Path,
+def test_a_second_clone_pulls_every_artifact_and_recomputes_nothing(reproduced: Reproduced,
                                                                     tmp_path: Path) -> None:
-    edit_params(tiny_repo, **{
-        "finetune.tasks": ["sst2"],
-        "analysis.ablation.tasks": {}, "analysis.transfer.tasks": {},
-        "analysis.zero_shot.tasks": {"sst2": "sentiment"},
-    })
+    tiny_repo = reproduced.repo
     remote = tmp_path / "remote"
     dvc("remote", "add", "--default", "team", str(remote), cwd=tiny_repo)
-    assert _ran(dvc("repro", cwd=tiny_repo).stdout)[:2] == ["ingest", "clean"]
+    assert _ran(reproduced.stdout)[:2] == ["ingest", "clean"]
     run([*GIT, "add", "-A"], tiny_repo)
     run([*GIT, "commit", "-qm", "pipeline run"], tiny_repo)
     pushed = dvc("push", cwd=tiny_repo)

@@ -1,5 +1,6 @@
-"""The paper's evidence as DVC stages, end to end on the tiny preset: Table 5's ablation cells,
-Figure 2's layers transferred and zero-shot snapshots, in the report; one cell re-run alone."""
+"""The paper's evidence as DVC stages, end to end on the tiny preset (the shared reproduced
+pipeline): Table 5's ablation cells, Figure 2's layers transferred and zero-shot snapshots, in
+the report; one cell re-run alone."""
 
 from __future__ import annotations
 
@@ -11,13 +12,14 @@ import pytest
 from gpt1.model.lstm import LSTM
 from gpt1.model.registry import load_model
 from gpt1.model.transformer import GPT1
-from tests.conftest import dvc, edit_params
+from tests.conftest import E2E_ANALYSIS, SHARED_DATA, Reproduced, dvc, edit_params
 from tests.test_e2e_dvc import ran_stages
 
 pytestmark = pytest.mark.e2e
 
-SEEDS = [7, 8]
+SEEDS = E2E_ANALYSIS["analysis"]["seeds"]
 SNAPSHOTS = [0, 5, 20]  # the tiny preset's
+QNLI_TRAIN = SHARED_DATA / "glue" / "QNLI" / "train.tsv"  # the one QNLI file ../shared lacks
 
 
 def _json(repo: Path, rel: str) -> dict:
@@ -29,18 +31,11 @@ def _untimed(runs: list[dict]) -> list[dict]:
     return [{k: v for k, v in run.items() if k != "seconds"} for run in runs]
 
 
-def test_analysis_stages_end_to_end(tiny_repo: Path) -> None:
-    edit_params(tiny_repo, **{
-        "finetune.tasks": ["sst2", "cola", "story_cloze"],
-        "analysis.seeds": SEEDS,
-        "analysis.ablation.tasks": {"sst2": [60, 120], "story_cloze": [None], "rte": [None]},
-        "analysis.transfer.tasks": {"story_cloze": None},
-        "analysis.zero_shot.max_examples": 40,
-    })
-    first = dvc("repro", cwd=tiny_repo)
-    ran = ran_stages(first.stdout)
+def test_analysis_stages_end_to_end(reproduced: Reproduced) -> None:
+    tiny_repo = reproduced.repo
+    ran = ran_stages(reproduced.stdout)
     variants = ["full", "no_pretrain", "no_aux", "lstm"]
-    cells = [f"ablation@{v}-{t}" for v in variants for t in ("sst2", "story_cloze", "rte")]
+    cells = [f"ablation@{v}-{t}" for v in variants for t in ("sst2", "story_cloze", "qnli")]
     zero_shot_tasks = ["sst2", "cola", "story_cloze", "race"]
     assert {"pretrain_lstm", *cells, "transfer@story_cloze", "report",
             *(f"zero_shot@{t}" for t in zero_shot_tasks)} <= set(ran)
@@ -58,21 +53,25 @@ def test_analysis_stages_end_to_end(tiny_repo: Path) -> None:
                 assert [r["seed"] for r in size["runs"]] == SEEDS
                 assert list(size["by_seed"]) == [str(seed) for seed in SEEDS]
                 assert size["lm_coef"] == (0.0 if variant == "no_aux" else 0.5)
-        # a task that ingest did not keep (not in finetune.tasks) says why
-        rte = _json(tiny_repo, f"metrics/ablation/{variant}/rte.json")
-        assert rte == {"variant": variant, "task": "rte", "run": False,
-                       "reason": "task rte: not in finetune.tasks"}
+        # a task that ingest did not keep (its data is absent) says why
+        qnli = _json(tiny_repo, f"metrics/ablation/{variant}/qnli.json")
+        assert qnli == {"variant": variant, "task": "qnli", "run": False,
+                        "reason": f"task qnli: data not found at {QNLI_TRAIN}"}
     full = _json(tiny_repo, "metrics/ablation/full/story_cloze.json")["train_all"]
     no_pretrain = _json(tiny_repo, "metrics/ablation/no_pretrain/story_cloze.json")["train_all"]
     assert _untimed(full["runs"]) != _untimed(no_pretrain["runs"])
 
     # Figure 2 left: k = 0 is the model that was not pretrained and k = n_layer the whole
-    # pretrained one, so those ends repeat the ablation's figures exactly
+    # pretrained one, Table 5's no_pretrain and full cells (tests/test_cells.py checks them run
+    # for run): at the train size where those cells ran, the file points to them
     transfer = _json(tiny_repo, "metrics/transfer/story_cloze.json")
-    assert transfer["run"] and transfer["n_layer"] == 2
-    assert [transfer[f"layers_{k}"]["k"] for k in (0, 1, 2)] == [0, 1, 2]
-    assert _untimed(transfer["layers_0"]["runs"]) == _untimed(no_pretrain["runs"])
-    assert _untimed(transfer["layers_2"]["runs"]) == _untimed(full["runs"])
+    assert transfer["run"] and transfer["n_layer"] == 2 and transfer["seeds"] == SEEDS
+    assert transfer["layers_0"] == {"k": 0, "from_ablation": "no_pretrain"}
+    assert transfer["layers_2"] == {"k": 2, "from_ablation": "full"}
+    assert [r["seed"] for r in transfer["layers_1"]["runs"]] == SEEDS
+    # where no cell of Table 5 fine-tunes the task, every k is fine-tuned here
+    rte = _json(tiny_repo, "metrics/transfer/rte.json")
+    assert [[r["seed"] for r in rte[f"layers_{k}"]["runs"]] for k in (0, 1, 2)] == [SEEDS] * 3
 
     # the LSTM control: pretrained on the same shards for the same steps, at most the
     # Transformer's size; both trunks keep their snapshots, which load

@@ -12,7 +12,7 @@ from dvc.repo import Repo
 
 from gpt1.config import load_params
 from gpt1.corpus.shards import sha256_file
-from tests.conftest import analysis_stages, dvc, edit_params, run
+from tests.conftest import HELD_OUT_BOOK, Reproduced, analysis_stages, dvc, edit_params, run
 
 pytestmark = pytest.mark.e2e
 
@@ -30,12 +30,10 @@ def metrics_of(repo: Path, task: str) -> dict:
     return json.loads((repo / "metrics" / "finetune" / f"{task}.json").read_text())
 
 
-def test_dvc_repro_end_to_end(tiny_repo: Path) -> None:
-    heldout = "corpus/books/pg74_tom_sawyer.txt"  # tiny_repo pretrains on Alice alone
-    edit_params(tiny_repo, **{"lm_eval.files": [heldout]})
-    first = dvc("repro", cwd=tiny_repo)
+def test_dvc_repro_end_to_end(reproduced: Reproduced) -> None:
+    tiny_repo, heldout = reproduced.repo, HELD_OUT_BOOK
     params = load_params(tiny_repo / "params.yaml")
-    assert ran_stages(first.stdout) == ["ingest", "clean", "bpe", "tokenize", "pretrain",
+    assert ran_stages(reproduced.stdout) == ["ingest", "clean", "bpe", "tokenize", "pretrain",
                                         "pretrain_lstm", *[f"finetune@{t}" for t in params.tasks],
                                         "lm_eval", *analysis_stages(params), "report"]
     outputs = declared_outputs(tiny_repo)

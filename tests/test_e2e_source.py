@@ -15,7 +15,7 @@ import pytest
 
 from gpt1.corpus.bpe import GPT1Tokenizer
 from gpt1.corpus.text import TextCleaner
-from tests.conftest import dvc, edit_params
+from tests.conftest import dvc, edit_params, keep_only_tasks
 from tests.original_gpt1 import TextEncoder
 from tests.releases import write_hf_directory, write_openai_release
 from tests.test_e2e_dvc import ran_stages
@@ -42,15 +42,15 @@ def test_fine_tunes_from_a_release_then_pretrains_again(tiny_repo: Path, shared_
     release = tmp_path / "openai" / "model"
     write_openai_release(release, vocab, n_positions=64, d=32, n_layer=2)
     edit_params(tiny_repo, **{
-        "finetune.tasks": FAMILIES,
         "ingest.max_train_examples": 120,
         "ingest.max_dev_examples": 60,
+        "analysis.seeds": [1],
         "analysis.ablation.variants": ["full", "lstm"],
         "analysis.ablation.tasks": {"sst2": [60]},
         "analysis.transfer.tasks": {"rte": 60},
         "analysis.zero_shot.tasks": {"sst2": "sentiment"},
-        "lm_eval.files": ["corpus/books/pg74_tom_sawyer.txt"],
     })
+    keep_only_tasks(tiny_repo, FAMILIES)
     _use(tiny_repo, "openai", release)
     first = ran_stages(dvc("repro", cwd=tiny_repo).stdout)
     assert first[:6] == ["ingest", "clean", "bpe", "tokenize", "pretrain", "pretrain_lstm"]

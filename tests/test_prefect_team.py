@@ -22,13 +22,12 @@ from pathlib import Path
 
 import psutil
 import pytest
-from ruamel.yaml import YAML
 
 from flows import team as pg
 from flows.dag import run_order
 from flows.serve import start_server, stop_server
-from gpt1.config import ServerParams, load_params
-from tests.conftest import dvc, edit_params, run, skip_outside_ci
+from gpt1.config import ServerParams
+from tests.conftest import dvc, edit_params, only_sst2, run, skip_outside_ci
 from tests.test_flow import group_gone
 from tests.test_serve import free_port
 
@@ -63,23 +62,6 @@ def gone(pid: int) -> bool:
         return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return True
-
-
-def only_sst2(repo: Path) -> None:
-    """Cut the tiny DAG to SST-2 alone (11 stages, not 40): the team's plumbing is under test
-    here, not the stages, and each stage costs a `dvc repro` of a few seconds."""
-    yaml = YAML()
-    path = repo / "params.yaml"
-    params = yaml.load(path.read_text(encoding="utf-8"))
-    params["tasks"] = {"sst2": params["tasks"]["sst2"]}
-    params["finetune"]["tasks"] = ["sst2"]
-    analysis = params["analysis"]
-    analysis["ablation"].update(variants=["full"], tasks={"sst2": [60]})
-    analysis["transfer"]["tasks"] = {"sst2": 60}
-    analysis["zero_shot"].update(tasks={"sst2": "sentiment"}, max_examples=40)
-    yaml.dump(params, path)
-    load_params(path)  # still valid
-    edit_params(repo, **{"flows.retries": 0})
 
 
 @pytest.fixture()
@@ -187,6 +169,7 @@ def team(tiny_repo: Path, tmp_path: Path, postgres: str) -> Iterator[Team]:
     """A Prefect server on `postgres`, the pool, the deployments of the copy's prefect.yaml,
     and two process workers for the copy; afterwards each is stopped by PID and checked gone."""
     only_sst2(tiny_repo)
+    edit_params(tiny_repo, **{"flows.retries": 0})
     home = tmp_path / "prefect"
     server, api_url = start_server(home, ServerParams(host=HOST, port=free_port()),
                                    {"PREFECT_API_DATABASE_CONNECTION_URL": postgres})
