@@ -21,6 +21,8 @@ import pytest
 from gpt1.config import read_yaml
 from tests.conftest import copy_repo, edit_params, run
 
+pytestmark = pytest.mark.heavy  # the whole catalogue, a CLI run or a stage each
+
 SAMPLE = Path("gpt1/sample_data")
 UNWATCHED = {".git", ".dvc", "__pycache__"}  # git's and DVC's own state, Python's caches
 
@@ -194,6 +196,8 @@ STSB_TRAIN = f"{SAMPLE}/glue/STS-B/train.tsv"
 CLOZE = f"{SAMPLE}/multiple_choice/story_cloze/cloze_test_val__spring2016.csv"
 BOOK = f"{SAMPLE}/corpus/01_the_lantern_at_greywater.txt"
 TRAIN_SHARD = "data/shards/train/00000.arrow"
+MANIFEST = "data/shards/manifest.json"
+SST2_STATUS = "data/raw/tasks/sst2/status.json"
 STSB_ROW = "\t".join(["60", "main-captions", "MSRvid", "2012train", "0060", "none", "none",
                       "A man plays a flute.", "A man is playing a flute.", "{score}"]) + "\n"
 DUPLICATE_KEY = "model:\n  n_ctx: 64\n"
@@ -235,6 +239,15 @@ CASES = [
     Case("set-negative-lr", _nothing, _gpt1("set", "pretrain.lr=-1"), "pretrain.lr:"),
     Case("set-unknown-task", _nothing, _gpt1("set", "finetune.tasks=[imdb]"),
          "finetune.tasks: ['imdb'] are not in the task registry"),
+    Case("set-corpus-a-folder", _nothing, _gpt1("set", "ingest.corpus=[.]"), "ingest.corpus"),
+    Case("set-corpus-bad-double-star", _nothing, _gpt1("set", "ingest.corpus=[corpus/**.txt]"),
+         "ingest.corpus"),
+    Case("set-heldout-a-folder", _nothing, _gpt1("set", "lm_eval.files=[corpus/]"),
+         "lm_eval.files"),
+    Case("set-key-inside-a-number", _nothing, _gpt1("set", "model.n_ctx.x=5"),
+         "params key model.n_ctx.x: model.n_ctx is 32, not a mapping"),
+    Case("set-key-inside-a-path", _nothing, _gpt1("set", "tasks.sst2.files.train.glue=1"),
+         "params key tasks.sst2.files.train.glue: tasks.sst2.files.train is"),
     Case("set-bad-override", _nothing, _gpt1("set", "tasks.sst2.overrides={lr: fast}"),
          "tasks.sst2.overrides.lr:"),
     Case("preset-unknown", _nothing, _gpt1("preset", "huge"), "unknown preset 'huge'"),
@@ -299,6 +312,8 @@ CASES = [
          "artifacts/bpe/tokenizer.json"),
     Case("shard-overwritten", _flip_byte(TRAIN_SHARD), _stage("pretrain"),
          f"{TRAIN_SHARD}: contents differ from the sha256 in data/shards/manifest.json"),
+    Case("manifest-truncated", _truncate(MANIFEST, 300), _stage("pretrain"),
+         f"{MANIFEST}: damaged, not the JSON stage tokenize writes"),
     Case("shard-missing", _remove(TRAIN_SHARD), _stage("pretrain"),
          "data/shards/train: shards differ from data/shards/manifest.json"),
     Case("shard-extra", _write("data/shards/train/00009.arrow", b"junk"), _stage("pretrain"),
@@ -324,6 +339,9 @@ CASES = [
          _gpt1(*EXPORT, "--out", "notes.txt"), "notes.txt: exists and is not a directory"),
     Case("export-onto-a-folder-of-mine", _write("mine/notes.txt", "mine"),
          _gpt1(*EXPORT, "--out", "mine"), "mine: holds notes.txt, which this command does not"),
+    Case("export-inside-a-stage-output", _nothing,
+         _gpt1(*EXPORT, "--out", "artifacts/pretrain/hf"),
+         "--out artifacts/pretrain/hf: inside artifacts/pretrain, an output of stage pretrain"),
     Case("export-onto-artifacts", _nothing, _gpt1(*EXPORT, "--out", "artifacts"),
          "artifacts: holds bpe, checkpoints, pretrain"),
     Case("import-onto-artifacts", _hf_dir, _gpt1(*IMPORT, "--out", "artifacts"),
@@ -338,6 +356,8 @@ CASES = [
     Case("import-openai-no-release", _nothing,
          _gpt1("import-openai", "--release", "nowhere", "--out", "m"), "nowhere/"),
     # -- finetune -------------------------------------------------------------------------------
+    Case("task-status-emptied", _write(SST2_STATUS, ""), [*_stage("finetune"), "--task", "sst2"],
+         f"{SST2_STATUS}: damaged, not the JSON stage ingest writes"),
     Case("finetune-without-pretrained-model", _remove("artifacts/pretrain"),
          [*_stage("finetune"), "--task", "sst2"],
          "artifacts/pretrain/tokenizer.json: tokenizer not found"),

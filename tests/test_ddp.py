@@ -23,7 +23,7 @@ from gpt1.training.pretrain_job import model_config
 from tests.conftest import REPO, run
 from tests.token_shards import write_token_shards
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
+pytestmark = [pytest.mark.heavy, pytest.mark.usefixtures("one_torch_thread")]
 
 STEPS, BATCH = 10, 8
 # model.dropout is 0: with dropout, 2 processes draw other masks than 1, and the runs diverge

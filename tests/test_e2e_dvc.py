@@ -98,8 +98,9 @@ def test_dvc_repro_end_to_end(reproduced: Reproduced) -> None:
                                         "zero_shot@sst2", "report"]
     assert [len(run["epochs"]) for run in metrics_of(tiny_repo, "sst2")["runs"]] == [2]
 
-    # `dvc repro finetune@<task>` brings one task of each other family up to date, alone.
-    for task in ("rte", "stsb", "story_cloze"):
+    # `dvc repro finetune@<task>` brings one task up to date, alone (every family's fine-tuning
+    # ran in the first `dvc repro`).
+    for task in ("story_cloze",):
         edit_params(tiny_repo, **{f"tasks.{task}.overrides": {"epochs": 2}})
         single = dvc("repro", f"finetune@{task}", cwd=tiny_repo)
         assert ran_stages(single.stdout) == ["ingest", f"finetune@{task}"], task

@@ -47,7 +47,7 @@ def test_fine_tunes_from_a_release_then_pretrains_again(tiny_repo: Path, shared_
         "analysis.seeds": [1],
         "analysis.ablation.variants": ["full", "lstm"],
         "analysis.ablation.tasks": {"sst2": [60]},
-        "analysis.transfer.tasks": {"rte": 60},
+        "analysis.transfer.tasks": {"sst2": 60},
         "analysis.zero_shot.tasks": {"sst2": "sentiment"},
     })
     keep_only_tasks(tiny_repo, FAMILIES)
@@ -91,15 +91,17 @@ def test_fine_tunes_from_a_release_then_pretrains_again(tiny_repo: Path, shared_
     status = json.loads(dvc("status", "--json", cwd=tiny_repo).stdout)
     assert status == {"pretrain": [{"changed deps": {str(release): "modified"}}]}
 
-    # a HuggingFace directory saved by transformers
+    # a HuggingFace directory saved by transformers; every family's input transform has been
+    # through an imported model above, so from here on SST-2 alone is fine-tuned
     hf_dir = tmp_path / "hf" / "openai-gpt"
     write_hf_directory(hf_dir, vocab, n_positions=48, d=32, n_layer=2, n_head=2)
     _use(tiny_repo, "hf", hf_dir)
+    edit_params(tiny_repo, **{"finetune.tasks": ["sst2"]})
     from_hf = ran_stages(dvc("repro", cwd=tiny_repo).stdout)
     assert "pretrain" in from_hf and set(FINETUNES) <= set(from_hf)
     assert _json(tiny_repo, "metrics/pretrain.json")["source"] == "hf"
-    for task in FAMILIES:
-        assert _json(tiny_repo, f"metrics/finetune/{task}.json")["run"], task
+    assert _json(tiny_repo, "metrics/finetune/sst2.json")["run"]
+    assert not _json(tiny_repo, "metrics/finetune/rte.json")["run"]
     assert "Imported from a HuggingFace openai-gpt model in " in (
         tiny_repo / "reports" / "summary.md").read_text()
     assert "up to date" in dvc("status", cwd=tiny_repo).stdout

@@ -19,6 +19,8 @@ from gpt1.corpus.encode import tokenize_corpus
 from gpt1.corpus.parallel import dask_map, describe, executor_map
 from tests.conftest import REPO
 
+pytestmark = pytest.mark.heavy  # Dask clusters
+
 EXECUTORS = {
     "this process": ExecutorParams(kind="local", workers=1),
     "2 local processes": ExecutorParams(kind="local", workers=2),

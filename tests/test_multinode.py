@@ -21,7 +21,7 @@ import pytest
 from tests.conftest import REPO
 from tests.test_ddp import LINKS, STEPS, _inputs, _written, assert_same_trajectory, one_process
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
+pytestmark = [pytest.mark.heavy, pytest.mark.usefixtures("one_torch_thread")]
 
 NODES = ("nodeA", "nodeB")
 RANK0_SAYS = "parameters on 2 x cpu"  # rank 0 alone logs at INFO (tasks/stage.py)

@@ -31,7 +31,7 @@ from tests.conftest import dvc, edit_params, only_sst2, run, skip_outside_ci
 from tests.test_flow import group_gone
 from tests.test_serve import free_port
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.heavy]
 
 BIN = Path(sys.executable).parent
 HOST = "127.0.0.1"
