@@ -43,7 +43,7 @@ def test_analysis_stages_end_to_end(reproduced: Reproduced) -> None:
     # Table 5's cells: every variant on every task and size with the same seeds and data
     for variant in variants:
         for task, sizes, keys in (("sst2", [60, 120], ["train_60", "train_120"]),
-                                  ("story_cloze", [300], ["train_all"])):
+                                  ("story_cloze", [100], ["train_100"])):
             result = _json(tiny_repo, f"metrics/ablation/{variant}/{task}.json")
             assert result["run"], (variant, task)
             assert result["sizes"] == keys
@@ -57,8 +57,8 @@ def test_analysis_stages_end_to_end(reproduced: Reproduced) -> None:
         qnli = _json(tiny_repo, f"metrics/ablation/{variant}/qnli.json")
         assert qnli == {"variant": variant, "task": "qnli", "run": False,
                         "reason": f"task qnli: data not found at {QNLI_TRAIN}"}
-    full = _json(tiny_repo, "metrics/ablation/full/story_cloze.json")["train_all"]
-    no_pretrain = _json(tiny_repo, "metrics/ablation/no_pretrain/story_cloze.json")["train_all"]
+    full = _json(tiny_repo, "metrics/ablation/full/story_cloze.json")["train_100"]
+    no_pretrain = _json(tiny_repo, "metrics/ablation/no_pretrain/story_cloze.json")["train_100"]
     assert _untimed(full["runs"]) != _untimed(no_pretrain["runs"])
 
     # Figure 2 left: k = 0 is the model that was not pretrained and k = n_layer the whole
