@@ -4,7 +4,7 @@ timed from outside; the pipeline's headline table and the suite's tally are kept
 times. This is where the README's quick-start times come from.
 
     python -m bench.quickstart            # about 4 minutes on 2 cores
-    python -m bench.quickstart --test     # and the suite after it: about 35 minutes more
+    python -m bench.quickstart --test     # and the suite after it: about 15 minutes more
 
 Run it on an otherwise idle machine. It measures the commit checked out (uncommitted changes are
 not in the clone). `make test`'s end-to-end tests read `../shared/data`: the clone is told where
