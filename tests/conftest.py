@@ -15,9 +15,8 @@ from typing import NoReturn
 import pytest
 import torch
 from filelock import FileLock
-from ruamel.yaml import YAML
 
-from gpt1.config import Params, load_params
+from gpt1.config import Params, read_yaml
 from gpt1.presets.edit import ANALYSIS_TASKS, set_keys, update_params
 
 REPO = Path(__file__).resolve().parents[1]
@@ -174,32 +173,28 @@ def tiny_repo(tmp_path: Path, shared_data: Path) -> Path:
     return make_tiny_repo(tmp_path / "repo", shared_data)
 
 
-def keep_only_tasks(repo: Path, tasks: list[str]) -> dict:
+def keep_only_tasks(repo: Path, tasks: list[str]) -> None:
     """Cut the copy's task registry, and so its `finetune@<task>` stages, to `tasks`, and
     fine-tune each: a test of a few tasks skips the stages of the others (a `dvc repro` of a few
-    seconds each, even with nothing to do). Returns params.yaml as edited so far, to go on."""
-    yaml = YAML()
-    path = repo / "params.yaml"
-    params = yaml.load(path.read_text(encoding="utf-8"))
-    params["tasks"] = {task: params["tasks"][task] for task in tasks}
-    params["finetune"]["tasks"] = list(tasks)
-    yaml.dump(params, path)
-    return params
+    seconds each, even with nothing to do). The analyses must name none of the others by then."""
+    registry = read_yaml((repo / "params.yaml").read_text(encoding="utf-8"))["tasks"]
+    edit_params(repo, **{"tasks": {task: registry[task] for task in tasks},
+                         "finetune.tasks": list(tasks)})
 
 
 def only_sst2(repo: Path) -> None:
     """Cut the tiny DAG to SST-2 alone (11 stages, not 40), for a test of the plumbing around
     the stages rather than of the stages: each stage costs a `dvc repro` of a few seconds."""
-    params = keep_only_tasks(repo, ["sst2"])
-    params["lm_eval"]["files"] = []
-    analysis = params["analysis"]
-    analysis["seeds"] = [1]
-    analysis["ablation"].update(variants=["full"], tasks={"sst2": [60]})
-    analysis["transfer"]["tasks"] = {"sst2": 60}
-    analysis["zero_shot"].update(tasks={"sst2": "sentiment"}, max_examples=40)
-    path = repo / "params.yaml"
-    YAML().dump(params, path)
-    load_params(path)  # still valid
+    edit_params(repo, **{
+        "lm_eval.files": [],
+        "analysis.seeds": [1],
+        "analysis.ablation.variants": ["full"],
+        "analysis.ablation.tasks": {"sst2": [60]},
+        "analysis.transfer.tasks": {"sst2": 60},
+        "analysis.zero_shot.tasks": {"sst2": "sentiment"},
+        "analysis.zero_shot.max_examples": 40,
+    })
+    keep_only_tasks(repo, ["sst2"])
 
 
 @dataclass(frozen=True)
