@@ -120,6 +120,8 @@ def _device_name(name: str) -> str:
 
 Device = Annotated[str, AfterValidator(_device_name)]
 Precision = Literal["auto", "fp32", "bf16"]
+# torch.compile the training step: auto on CUDA only (`gpt1.training.device.resolve_compile`)
+Compile = Literal["auto"] | bool
 
 
 class TrainingParams(Section):
@@ -127,6 +129,7 @@ class TrainingParams(Section):
 
     device: Device
     precision: Precision
+    compile: Compile = "auto"
     lr: float = Field(gt=0)
     batch_size: int = Field(gt=0)
     weight_decay: float = Field(ge=0)
@@ -159,7 +162,6 @@ class PretrainParams(TrainingParams):
     keep_other_runs: int | None = Field(default=None, ge=0)  # None: keep every other run's
     extend: bool = False  # continue a run of the same settings but a smaller max_steps
     peak_tflops: float | None = Field(gt=0)
-    compile: bool = False  # torch.compile the training step; off unless asked for
     # steps whose model is kept; those after max_steps are never reached (the stage says so)
     snapshots: list[Annotated[int, Field(ge=0)]] = Field(default_factory=list)
 

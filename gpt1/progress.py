@@ -14,7 +14,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 class StepProgress:
     """Report `update(step, **fields)` calls as a bar (TTY), or as a log line each time `step`
-    passes a multiple of `log_every` (steps may jump by more than one)."""
+    passes a multiple of `log_every` (steps may jump by more than one).
+
+    The ETA is at the rate since the first update: the first step's time (where `torch.compile`
+    compiles the step, and memory is first allocated) says little about the others'."""
 
     def __init__(self, description: str, total: int, log_every: int,
                  logger: logging.Logger, start: int = 0) -> None:
@@ -23,7 +26,7 @@ class StepProgress:
         self.start = start  # steps done before this process (a resumed run)
         self._bar: Progress | None = None
         self._task = None
-        self._started = time.perf_counter()
+        self._first: tuple[int, float] | None = None  # the first update's step and time
         self._logged = start  # the step of the last log line
 
     def __enter__(self) -> StepProgress:
@@ -34,15 +37,17 @@ class StepProgress:
             self._bar.start()
             self._task = self._bar.add_task(self.description, total=self.total,
                                             completed=self.start, info="")
-        self._started = time.perf_counter()
         return self
 
     def update(self, step: int, **fields: float) -> None:
         """`step` steps are done; `fields` (loss, lr, ...) describe the latest one."""
         info = " ".join(f"{k} {v:.4g}" for k, v in fields.items())
-        elapsed = time.perf_counter() - self._started
-        done_here = step - self.start
-        eta = elapsed / done_here * (self.total - step) if done_here > 0 else float("nan")
+        now = time.perf_counter()
+        if self._first is None:
+            self._first = (step, now)
+        first_step, first_time = self._first
+        eta = ((now - first_time) / (step - first_step) * (self.total - step)
+               if step > first_step else float("nan"))
         if self._bar is not None:
             self._bar.update(self._task, completed=step, info=info)
         elif step // self.log_every > self._logged // self.log_every or step == self.total:

@@ -37,11 +37,11 @@ TASKS = PARAMS.tasks
 PRETRAIN = {"run": True, "model_type": "gpt1", "steps": 400, "tokens": 1_638_400,
             "train_loss": 4.56789, "val_loss": 4.98765, "val_perplexity": 146.62,
             "unigram_val_loss": 6.54321, "parameters": 5_432_100, "seconds": 120.5,
-            "tokens_per_second": 12345.6, "mfu": 0.1234}
+            "startup_seconds": 2.5, "tokens_per_second": 12345.6, "mfu": 0.1234}
 PRETRAIN_LSTM = {"run": True, "model_type": "lstm", "steps": 400, "tokens": 1_638_400,
                  "train_loss": 5.1, "val_loss": 5.4321, "val_perplexity": 228.65,
                  "unigram_val_loss": 6.54321, "parameters": 5_000_000, "seconds": 80.0,
-                 "tokens_per_second": 20000.0, "mfu": 0.05}
+                 "startup_seconds": 0.4, "tokens_per_second": 20000.0, "mfu": 0.05}
 NOT_RUN = {"run": False, "reason": "data not found at /data/story_cloze.csv"}
 
 

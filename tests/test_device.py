@@ -8,7 +8,14 @@ import pytest
 import torch
 
 import gpt1.training.device
-from gpt1.training.device import Placement, autocast, placement, resolve_device, resolve_dtype
+from gpt1.training.device import (
+    Placement,
+    autocast,
+    placement,
+    resolve_compile,
+    resolve_device,
+    resolve_dtype,
+)
 from gpt1.training.distributed import Group
 
 
@@ -30,6 +37,12 @@ def test_resolve_dtype(monkeypatch: pytest.MonkeyPatch) -> None:
     assert resolve_dtype("auto", cuda) == torch.bfloat16
     assert resolve_dtype("fp32", cuda) == torch.float32
     assert resolve_dtype("bf16", cpu) == torch.bfloat16
+
+
+def test_auto_compiles_on_cuda_only() -> None:
+    cpu, cuda = torch.device("cpu"), torch.device("cuda:1")
+    assert resolve_compile("auto", cuda) and not resolve_compile("auto", cpu)
+    assert resolve_compile(True, cpu) and not resolve_compile(False, cuda)
 
 
 def test_placement_pairs_the_device_with_its_dtype(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -4,6 +4,7 @@ model must learn."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
 import numpy as np
@@ -352,3 +353,21 @@ def test_lm_coef_zero_turns_the_lm_loss_off() -> None:
     initial = task_model("similarity").trunk.tokens_embed.weight[unused]
     assert torch.equal(without.trunk.tokens_embed.weight[unused], initial)
     assert not torch.equal(with_lm.trunk.tokens_embed.weight[unused], initial)
+
+
+def test_a_compiled_run_follows_the_eager_one(caplog: pytest.LogCaptureFixture) -> None:
+    """torch.compile (compiled for shapes that vary: batch widths and a short last batch)
+    changes how a step computes, not what: the same losses and outputs, to rounding."""
+    examples, labels = classification(20, seed=4)
+    losses: dict[bool, list[float]] = {False: [], True: []}
+    outputs = {}
+    for compiled in (False, True):
+        model = task_model()
+        with caplog.at_level(logging.INFO, logger="gpt1.training.finetune"):
+            finetune(
+                model, examples, labels, PAD, _cfg(epochs=2, batch_size=8, compile=compiled),
+                lambda epoch, model, loss, compiled=compiled: losses[compiled].append(loss))
+        assert ("through torch.compile" in caplog.text) == compiled
+        outputs[compiled] = predict(model, examples, PAD, batch_size=8)
+    assert losses[True] == pytest.approx(losses[False], rel=1e-4)
+    np.testing.assert_allclose(outputs[True], outputs[False], rtol=1e-3, atol=1e-4)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 
 import numpy as np
@@ -10,7 +11,13 @@ import torch
 
 from gpt1.config import PretrainParams
 from gpt1.model.transformer import GPT1, GPT1Config
-from gpt1.training.pretrain import PretrainResult, WindowSampler, evaluate, pretrain
+from gpt1.training.pretrain import (
+    PretrainResult,
+    WindowSampler,
+    evaluate,
+    pretrain,
+    steady_rate,
+)
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -110,6 +117,32 @@ def test_pretrain_is_reproducible() -> None:
     assert ra.train_loss == rb.train_loss and ra.val_loss == rb.val_loss
     for pa_, pb_ in zip(a.parameters(), b.parameters(), strict=True):
         assert torch.equal(pa_, pb_)
+
+
+def test_a_compiled_run_follows_the_eager_one(caplog: pytest.LogCaptureFixture) -> None:
+    """torch.compile changes how the step computes, not what: the same losses, to rounding."""
+    train = [np.arange(200, dtype=np.uint16) % 13]
+    val = [np.arange(60, dtype=np.uint16) % 13]
+    curves: dict[bool, list[float]] = {False: [], True: []}
+    results = {}
+    for compiled in (False, True):
+        with caplog.at_level(logging.INFO, logger="gpt1.training.pretrain"):
+            results[compiled] = pretrain(
+                _model(13), train, val, _cfg(max_steps=4, eval_every=4, compile=compiled),
+                lambda step, values, c=compiled: curves[c].append(values["train/loss"]))
+    assert curves[True] == pytest.approx(curves[False], rel=1e-4)
+    assert results[True].val_loss == pytest.approx(results[False].val_loss, rel=1e-4)
+    assert "first step in" in caplog.text and "(compiling it)" in caplog.text
+    # the compilation is the first step's: the rate is the other three's
+    compiled = results[True]
+    assert compiled.startup_steps == 1 and 0 < compiled.startup_seconds < compiled.seconds
+    assert compiled.tokens_per_second == pytest.approx(
+        3 * 8 * CTX / (compiled.seconds - compiled.startup_seconds))
+
+
+def test_steady_rate_leaves_out_the_first_steps() -> None:
+    assert steady_rate(10, 14.0, 2, 6.0) == 1.0  # 8 steps in 8 s after two 3 s first steps
+    assert steady_rate(1, 5.0, 1, 5.0) == 0.2  # nothing after the first step: all of it
 
 
 def test_evaluate_is_repeatable_and_restores_mode() -> None:

@@ -88,6 +88,8 @@ def test_the_lstm_trains_at_its_own_learning_rate_when_one_is_set() -> None:
 def test_the_settings_are_the_model_the_knobs_that_shape_training_and_the_shards() -> None:
     params = _params()
     knobs = {k: v for k, v in PRETRAIN.model_dump().items() if k not in OUTSIDE_FINGERPRINT}
+    assert PRETRAIN.compile == "auto" and PRETRAIN.device == "cpu"
+    knobs["compile"] = False  # what auto is on the CPU: whether the run compiles is what counts
     assert job.run_settings(params, MANIFEST) == {
         "model": {"n_ctx": 16, "n_embd": 32, "n_layer": 2, "n_head": 2, "dropout": 0.1},
         "pretrain": knobs, "shards": hashlib.sha256(MANIFEST.encode()).hexdigest()}
@@ -115,6 +117,9 @@ def test_knobs_outside_the_fingerprint_leave_it_and_the_others_change_it() -> No
                "keep_other_runs": 0, "peak_tflops": 2.0}
     assert job.run_settings(_params(**outside), MANIFEST) == same
     assert job.run_settings(_params(lr=0.004), MANIFEST) != same
+    # on the CPU auto is eager: asking for eager is the same run, asking to compile another
+    assert job.run_settings(_params(compile=False), MANIFEST) == same
+    assert job.run_settings(_params(compile=True), MANIFEST) != same
     assert job.run_settings(_params(), MANIFEST.replace("100", "101")) != same
 
 
@@ -202,13 +207,15 @@ def test_a_damaged_manifest_names_the_file_and_the_stage_that_writes_it(tmp_path
 # -- the metrics -------------------------------------------------------------------------------
 
 def test_the_metrics_of_a_run() -> None:
+    # two sessions (a resumed run), each first step 0.05 s: the other 8 steps took 0.04 s
     result = PretrainResult(steps=10, train_loss=4.63714, val_loss=4.64286, tokens=1280,
-                            seconds=0.13874, mfu=0.0017394, resumed_from=0)
+                            seconds=0.14, startup_seconds=0.1, startup_steps=2,
+                            mfu=0.0017394, resumed_from=4)
     assert job.pretrain_metrics("gpt1", 29248, result, 4.65602) == {
         "run": True, "model_type": "gpt1", "steps": 10, "tokens": 1280, "train_loss": 4.6371,
         "val_loss": 4.6429, "val_perplexity": round(math.exp(4.64286), 2),
-        "unigram_val_loss": 4.656, "parameters": 29248, "seconds": 0.1,
-        "tokens_per_second": round(1280 / 0.13874, 1), "mfu": 0.0017}
+        "unigram_val_loss": 4.656, "parameters": 29248, "seconds": 0.1, "startup_seconds": 0.1,
+        "tokens_per_second": round(8 * 128 / 0.04, 1), "mfu": 0.0017}
 
 
 def test_a_loss_within_a_tenth_of_a_nat_of_token_frequencies_has_learned_little() -> None:
@@ -254,7 +261,7 @@ def test_the_job_pretrains_writes_the_model_and_resumes_under_other_log_knobs(
         True, trunk, 4, 4 * 8 * 16)
     assert list(metrics) == ["run", "model_type", "steps", "tokens", "train_loss", "val_loss",
                              "val_perplexity", "unigram_val_loss", "parameters", "seconds",
-                             "tokens_per_second", "mfu"]
+                             "startup_seconds", "tokens_per_second", "mfu"]
     assert sorted(p.name for p in outputs.model.iterdir()) == [
         "config.json", "model.safetensors", "snapshots", "tokenizer.json"]
     assert (outputs.model / "tokenizer.json").read_bytes() == \

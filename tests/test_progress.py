@@ -26,11 +26,20 @@ def test_logs_every_n_steps_and_the_last(caplog: pytest.LogCaptureFixture) -> No
     assert lines[-1].endswith("eta 0:00:00")
 
 
-def test_resumed_run_counts_eta_from_its_own_rate(caplog: pytest.LogCaptureFixture,
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    clock = iter([0.0, 0.0, 10.0])  # started at 0 (init, enter); 10 s after the first update
+def test_eta_is_at_the_rate_after_the_first_step(caplog: pytest.LogCaptureFixture,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    # a resumed run (from step 50) whose first step compiled for 30 s; then 9 steps in 9 s
+    clock = iter([30.0, 39.0])
     monkeypatch.setattr("gpt1.progress.time.perf_counter", lambda: next(clock))
     with caplog.at_level(logging.INFO, logger="test.progress"), \
             StepProgress("pretrain", 100, 10, log, start=50) as progress:
-        progress.update(60, loss=1.0)  # 10 steps in 10 s; 40 to go
+        progress.update(51, loss=1.0)
+        progress.update(60, loss=1.0)  # 1 step a second; 40 to go
     assert _lines(caplog) == ["pretrain 60/100 loss 1 eta 0:00:40"]
+
+
+def test_no_eta_before_a_step_after_the_first(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.INFO, logger="test.progress"), \
+            StepProgress("finetune", 10, 1, log) as progress:
+        progress.update(1, loss=1.0)
+    assert _lines(caplog) == ["finetune 1/10 loss 1 eta ?"]

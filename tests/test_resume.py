@@ -80,7 +80,25 @@ def test_sigterm_checkpoints_and_resume_is_bit_identical(tmp_path: Path) -> None
     assert latest["step"] == STEPS
     # what checkpoints hold: a change here makes earlier runs' checkpoints unresumable
     assert latest.keys() == {"format", "fingerprint", "step", "model", "optimizer", "scheduler",
-                             "rng", "seconds", "smoothed_loss", "val_loss", "history"}
+                             "rng", "seconds", "startup_seconds", "startup_steps",
+                             "smoothed_loss", "val_loss", "history"}
+    # each session's first step is timed apart: two sessions, two first steps
+    assert latest["startup_steps"] == result.startup_steps == 2
+    assert 0 < result.startup_seconds < result.seconds
+
+
+def test_a_checkpoint_from_before_the_startup_was_timed_resumes(tmp_path: Path) -> None:
+    train, val = _data()
+    store = CheckpointStore(tmp_path, "run")
+    done = pretrain(_model(), train, val, _cfg(), checkpoints=store)
+    older = store.latest()
+    del older["startup_seconds"], older["startup_steps"]
+    store.save(STEPS, {k: v for k, v in older.items() if k not in ("format", "fingerprint",
+                                                                   "step")})
+    result = pretrain(_model(), train, val, _cfg(), checkpoints=store)
+    assert (result.resumed_from, result.startup_steps) == (STEPS, 0)
+    assert result.val_loss == done.val_loss
+    assert result.tokens_per_second == pytest.approx(result.tokens / result.seconds)
 
 
 def test_a_finished_run_is_not_retrained(tmp_path: Path) -> None:

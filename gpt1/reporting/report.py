@@ -263,7 +263,7 @@ def _pretrain_row(run: Run, stage: str, name: str) -> list[str] | None:
             f"{value('parameters'):,.0f}", f"{value('loss', 'train'):.4f}",
             f"{value('loss', 'val'):.4f}", f"{value('perplexity', 'val'):.2f}",
             f"{value('loss', 'val', 'unigram'):.4f}", f"{value('tokens_per_second'):,.0f}",
-            f"{100 * value('mfu'):.1f}%"]
+            f"{100 * value('mfu'):.1f}%", duration(value('startup_seconds'))]
 
 
 def pretrain_section(run: Run) -> Section:
@@ -278,14 +278,16 @@ def pretrain_section(run: Run) -> Section:
             if row is not None]
     blocks: list[Any] = [Table(["model", "steps", "tokens", "parameters", "train loss",
                                 "val loss", "val perplexity", "unigram val loss", "tokens/s",
-                                "MFU"], rows)]
+                                "MFU", "first step"], rows)]
     if "pretraining" in run.plots:
         blocks.append(Figure(run.plots["pretraining"], "pretraining loss",
                              "Train and val loss by step (dvclive), against the unigram "
                              "baseline.", width="760px"))
     blocks.append("Losses are in nats per token. The unigram val loss is what token frequencies "
                   "alone achieve (the train split's smoothed frequencies scored on val): a val "
-                  "loss well below it is what the model learned from context.")
+                  "loss well below it is what the model learned from context. Tokens/s and MFU "
+                  "are the rate once started: the first step of each session (where "
+                  "torch.compile compiles the step) is left out, its seconds shown apart.")
     return Section("pretraining", "Pretraining", blocks)
 
 

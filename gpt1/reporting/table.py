@@ -27,7 +27,8 @@ SKIPPED_SCHEMA: dict[str, Any] = {"stage": pl.Utf8, "task": pl.Utf8, "variant": 
 # what identifies a figure once the seeds are aggregated
 KEYS = ["stage", "task", "variant", "train_size", "layers", "step", "split", "metric"]
 
-PRETRAIN_FACTS = ("steps", "tokens", "parameters", "seconds", "tokens_per_second", "mfu")
+PRETRAIN_FACTS = ("steps", "tokens", "parameters", "seconds", "startup_seconds",
+                  "tokens_per_second", "mfu")
 HELDOUT_FIGURES = ("tokens", "words", "loss", "perplexity", "word_loss", "word_perplexity")
 
 Row = dict[str, Any]
@@ -39,7 +40,8 @@ def _row(**cells: Any) -> Row:
 
 def pretrain_rows(stage: str, result: Result | None) -> Iterator[Row]:
     """A pretraining stage's figures: train and val loss, val perplexity, the unigram baseline
-    (variant `unigram`), and its facts (steps, tokens, parameters, seconds, tokens/s, MFU)."""
+    (variant `unigram`), and its facts (steps, tokens, parameters, seconds, the first steps'
+    seconds, tokens/s, MFU)."""
     if result is None or not result["run"]:
         return
     for split, metric, key in (("train", "loss", "train_loss"), ("val", "loss", "val_loss"),

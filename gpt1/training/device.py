@@ -12,6 +12,7 @@ from gpt1.errors import InputError
 from gpt1.training.allocator import keep_freed_memory
 
 if TYPE_CHECKING:
+    from gpt1.config import Compile
     from gpt1.training.distributed import Group
 
 
@@ -39,6 +40,15 @@ def resolve_dtype(precision: str, device: torch.device) -> torch.dtype:
         native = device.type == "cuda" or (device.type == "cpu" and cpu_has_native_bf16())
         return torch.bfloat16 if native else torch.float32
     return {"fp32": torch.float32, "bf16": torch.bfloat16}[precision]
+
+
+def resolve_compile(setting: Compile, device: torch.device) -> bool:
+    """Whether a training loop runs its step through `torch.compile`: `auto` does on CUDA, where
+    the compiled step is faster, and not on the CPU, where it measured slower than eager (and
+    our CPU dropout's numpy masks break the graph into many pieces, each compiled apart)."""
+    if setting == "auto":
+        return device.type == "cuda"
+    return setting
 
 
 @dataclass(frozen=True)

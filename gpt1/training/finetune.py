@@ -22,7 +22,7 @@ import torch
 from gpt1.config import FinetuneTrainParams
 from gpt1.model.heads import TaskModel, lm_loss_on_text
 from gpt1.progress import StepProgress
-from gpt1.training.device import autocast, placement
+from gpt1.training.device import autocast, placement, resolve_compile
 from gpt1.training.optim import build_optimizer, build_scheduler
 from gpt1.training.step import TrainingState, TrainStep
 
@@ -113,6 +113,11 @@ def finetune(model: TaskModel, examples: list[list[list[int]]], targets: np.ndar
                                 "linear")
     state = TrainingState(model, optimizer, scheduler)
     train_step = TrainStep(place, cfg.grad_clip, "finetune")
+    compiled = resolve_compile(cfg.compile, place.device)
+    # batches differ in width (each padded to its longest) and the last in size: dynamic shapes
+    task_loss = torch.compile(_task_loss, dynamic=True) if compiled else _task_loss
+    if compiled:
+        log.info("fine-tuning through torch.compile: the first step compiles it")
     targets_t = torch.as_tensor(targets, dtype=torch.float32 if model.regression else torch.long)
     started = time.perf_counter()
     step = 0
@@ -124,7 +129,7 @@ def finetune(model: TaskModel, examples: list[list[list[int]]], targets: np.ndar
                 ids, lengths = ids.to(place.device), lengths.to(place.device)
                 step += 1
                 epoch_losses.append(train_step(state, step, partial(
-                    _task_loss, model, ids, lengths, per_example, targets_t[idx], cfg.lm_coef)))
+                    task_loss, model, ids, lengths, per_example, targets_t[idx], cfg.lm_coef)))
                 progress.update(step, loss=state.smoothed_loss, epoch=epoch + 1)
             if on_epoch is not None:
                 on_epoch(epoch + 1, model, float(np.mean(epoch_losses)))

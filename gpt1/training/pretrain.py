@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 import logging
 import math
 import time
@@ -30,7 +31,13 @@ from gpt1.training.checkpoint import (
     rng_state,
     set_rng_state,
 )
-from gpt1.training.device import Placement, autocast, placement, to_device
+from gpt1.training.device import (
+    Placement,
+    autocast,
+    placement,
+    resolve_compile,
+    to_device,
+)
 from gpt1.training.distributed import SINGLE, Group
 from gpt1.training.optim import build_optimizer, build_scheduler, lr_factor
 from gpt1.training.step import TrainingState, TrainStep
@@ -77,7 +84,9 @@ class PretrainResult:
     val_loss: float
     tokens: int
     seconds: float  # training time over every session of the run, resumed ones included
-    mfu: float  # model FLOPs utilisation against the device's peak
+    startup_seconds: float  # of `seconds`, the sessions' first steps (`steady_rate`)
+    startup_steps: int  # one per session
+    mfu: float  # model FLOPs utilisation against the device's peak, at the steady rate
     resumed_from: int  # the step this session started from (0: a fresh run)
 
     @property
@@ -86,7 +95,18 @@ class PretrainResult:
 
     @property
     def tokens_per_second(self) -> float:
-        return self.tokens / self.seconds
+        """The steady rate (`steady_rate`)."""
+        return self.tokens / self.steps * steady_rate(self.steps, self.seconds,
+                                                      self.startup_steps, self.startup_seconds)
+
+
+def steady_rate(steps: int, seconds: float, startup_steps: int, startup_seconds: float) -> float:
+    """Steps per second once started: over the steps after the startup ones (each session's
+    first, where `torch.compile` compiles the step and memory is first allocated), the rate a
+    longer run keeps; over every step where no other was timed."""
+    if steps > startup_steps and seconds > startup_seconds:
+        return (steps - startup_steps) / (seconds - startup_seconds)
+    return steps / seconds
 
 
 class MetricsHistory:
@@ -156,6 +176,8 @@ class PretrainState(TrainingState):
     model: Trunk
     step: int = 0  # steps done
     seconds: float = 0.0  # training time over every session of the run
+    startup_seconds: float = 0.0  # of `seconds`, each session's first step (`steady_rate`)
+    startup_steps: int = 0  # one per session
     val_loss: float = math.nan  # the latest evaluation's (NaN before the first)
     history: MetricsHistory = field(default_factory=MetricsHistory)
 
@@ -176,7 +198,8 @@ def save_checkpoint(state: PretrainState, checkpoints: CheckpointStore,
     path = checkpoints.save(state.step, {
         "model": state.model.state_dict(), "optimizer": state.optimizer.state_dict(),
         "scheduler": state.scheduler.state_dict(), "rng": rng,
-        "seconds": state.seconds,
+        "seconds": state.seconds, "startup_seconds": state.startup_seconds,
+        "startup_steps": state.startup_steps,
         "smoothed_loss": state.smoothed_loss, "val_loss": state.val_loss,
         "history": state.history.to_state(),
     }) if group.is_main else None
@@ -201,6 +224,9 @@ def restore(state: PretrainState, checkpoint: dict[str, Any], cfg: PretrainParam
         log.warning("resuming on %d processes from a checkpoint of %d: the dropout draws "
                     "differ from an uninterrupted run's", group.world_size, len(checkpoint["rng"]))
     state.step, state.seconds = checkpoint["step"], checkpoint["seconds"]
+    # checkpoints written before the startup was timed apart count every step as steady
+    state.startup_seconds = checkpoint.get("startup_seconds", 0.0)
+    state.startup_steps = checkpoint.get("startup_steps", 0)
     state.smoothed_loss, state.val_loss = checkpoint["smoothed_loss"], checkpoint["val_loss"]
     state.history = MetricsHistory.from_state(checkpoint["history"])
 
@@ -260,6 +286,7 @@ class _Session:
     train_windows: WindowSampler
     val_windows: WindowSampler
     step_loss: nn.Module  # `_step_loss`
+    compiled: bool  # whether `step_loss` goes through torch.compile
     report: MetricsCallback  # rank 0's `on_metrics`; elsewhere a no-op
     checkpoints: CheckpointStore | None
     tokens_per_step: int  # over all processes
@@ -267,10 +294,13 @@ class _Session:
     peak: float  # FLOP/s of all processes together
 
 
-def _shown(state: PretrainState, session: _Session, start: int,
-           seconds_before: float) -> dict[str, float]:
-    """The progress line's figures after the latest step; this session's throughput."""
-    tok_s = (state.step - start) * session.tokens_per_step / (state.seconds - seconds_before)
+def _shown(state: PretrainState, session: _Session, before: PretrainState) -> dict[str, float]:
+    """The progress line's figures after the latest step; this session's steady throughput
+    (`before`: the state's figures when the session started)."""
+    tok_s = session.tokens_per_step * steady_rate(
+        state.step - before.step, state.seconds - before.seconds,
+        state.startup_steps - before.startup_steps,
+        state.startup_seconds - before.startup_seconds)
     shown = {"loss": state.smoothed_loss, "tok_s": tok_s,
              "mfu%": 100 * tok_s * session.flops_per_token / session.peak}
     if not math.isnan(state.val_loss):
@@ -296,7 +326,8 @@ def _train(state: PretrainState, session: _Session) -> None:
     cfg, group, device = session.cfg, session.group, session.placement.device
     rows = group.rows(cfg.batch_size)
     train_step = TrainStep(session.placement, cfg.grad_clip, "pretrain", group.mean)
-    start, seconds_before, started = state.step, state.seconds, time.perf_counter()
+    before = copy.copy(state)  # its figures as the session starts
+    start, started = state.step, time.perf_counter()
     snapshot = _snapshotter(state, session)
     if start == 0:
         snapshot()
@@ -316,9 +347,14 @@ def _train(state: PretrainState, session: _Session) -> None:
                 values["val/loss"] = state.val_loss
             session.report(state.step, values)
             state.history.record(state.step, values)
-            state.seconds = seconds_before + time.perf_counter() - started
+            state.seconds = before.seconds + time.perf_counter() - started
+            if state.step == start + 1:
+                state.startup_seconds += state.seconds - before.seconds
+                state.startup_steps += 1
+                log.info("first step in %.1f s%s", state.seconds - before.seconds,
+                         " (compiling it)" if session.compiled else "")
             if progress is not None:
-                progress.update(state.step, **_shown(state, session, start, seconds_before))
+                progress.update(state.step, **_shown(state, session, before))
             snapshot()
 
             # a signal may reach some processes only: any one of them stops them all
@@ -368,20 +404,26 @@ def pretrain(model: Trunk, train: list[np.ndarray], val: list[np.ndarray], cfg: 
               else lambda step, values: None)
     peak = (cfg.peak_tflops * 1e12 if cfg.peak_tflops is not None
             else measure_peak_flops(place.device, place.dtype)) * group.world_size
-    log.info("pretraining %.2fM parameters on %d x %s (%s) for %d steps of %d x %d tokens; "
+    log.info("pretraining %.2fM parameters on %d x %s (%s%s) for %d steps of %d x %d tokens; "
              "peak %.3g TFLOP/s (%s)", model.num_parameters() / 1e6, group.world_size,
-             place.device, str(place.dtype).removeprefix("torch."), cfg.max_steps,
+             place.device, str(place.dtype).removeprefix("torch."),
+             ", compiled" if resolve_compile(cfg.compile, place.device) else "", cfg.max_steps,
              cfg.batch_size, n_ctx, peak / 1e12,
              "configured" if cfg.peak_tflops is not None else "measured")
     resume(state, cfg, group, checkpoints, extend, report)
     start = state.step
+    compiled = resolve_compile(cfg.compile, place.device)
     session = _Session(cfg, group, place, train_windows, val_windows,
-                       _step_loss(model, place.device, group, cfg.compile), report, checkpoints,
-                       tokens_per_step=cfg.batch_size * n_ctx,
+                       _step_loss(model, place.device, group, compiled), compiled, report,
+                       checkpoints, tokens_per_step=cfg.batch_size * n_ctx,
                        flops_per_token=model.config.training_flops_per_token(), peak=peak)
     _train(state, session)
-    tokens = cfg.max_steps * session.tokens_per_step
+    tok_s = session.tokens_per_step * steady_rate(state.step, state.seconds, state.startup_steps,
+                                                  state.startup_seconds)
+    mfu = tok_s * session.flops_per_token / session.peak
+    log.info("trained at %.4g tokens/s (MFU %.1f%%) once started; first steps %.1f s", tok_s,
+             100 * mfu, state.startup_seconds)
     return PretrainResult(steps=cfg.max_steps, train_loss=state.smoothed_loss,
-                          val_loss=state.val_loss, tokens=tokens, seconds=state.seconds,
-                          mfu=tokens / state.seconds * session.flops_per_token / session.peak,
-                          resumed_from=start)
+                          val_loss=state.val_loss, tokens=cfg.max_steps * session.tokens_per_step,
+                          seconds=state.seconds, startup_seconds=state.startup_seconds,
+                          startup_steps=state.startup_steps, mfu=mfu, resumed_from=start)

@@ -33,7 +33,7 @@ from gpt1.model.transformer import GPT1Config
 from gpt1.model.trunk import TrunkConfig
 from gpt1.records import read_record
 from gpt1.training.checkpoint import CheckpointRuns, CheckpointStore, StopRequested
-from gpt1.training.device import resolve_device
+from gpt1.training.device import resolve_compile, resolve_device
 from gpt1.training.distributed import process_group
 from gpt1.training.pretrain import MetricsCallback, PretrainResult, pretrain
 from gpt1.training.resources import FP32, check_disk, check_memory
@@ -93,9 +93,13 @@ def training_knobs(params: Params, trunk: str) -> PretrainParams:
 
 def run_settings(params: Params, manifest_text: str, trunk: str = "gpt1") -> dict[str, Any]:
     """Everything a pretraining trajectory depends on: model and training knobs and the exact
-    token shards (their manifest holds each shard's sha256). Its digest names the run."""
+    token shards (their manifest holds each shard's sha256). Its digest names the run. It holds
+    whether the step is compiled, not how that is asked for (`auto` on the CPU is eager)."""
+    knobs = training_knobs(params, trunk)
+    compiled = resolve_compile(knobs.compile, resolve_device(knobs.device))
     settings = {"model": params.model.model_dump(),
-                "pretrain": training_knobs(params, trunk).model_dump(exclude=NOT_IN_FINGERPRINT),
+                "pretrain": {**knobs.model_dump(exclude=NOT_IN_FINGERPRINT),
+                             "compile": compiled},
                 "shards": hashlib.sha256(manifest_text.encode()).hexdigest()}
     if trunk != "gpt1":
         settings["trunk"] = {"model_type": trunk, **params.analysis.lstm.model_dump()}
@@ -214,6 +218,7 @@ def pretrain_metrics(model_type: str, parameters: int, result: PretrainResult,
         "unigram_val_loss": round(unigram, 4),
         "parameters": parameters,
         "seconds": round(result.seconds, 1),
+        "startup_seconds": round(result.startup_seconds, 1),
         "tokens_per_second": round(result.tokens_per_second, 1),
         "mfu": round(result.mfu, 4),
     }
