@@ -88,7 +88,8 @@ def _task_loss(model: TaskModel, ids: torch.Tensor, lengths: torch.Tensor, per_e
 class FinetuneResult:
     steps: int
     train_loss: float
-    seconds: float
+    seconds: float  # the epochs' evaluations (`on_epoch`) included
+    startup_seconds: float  # of `seconds`, the first step's, where torch.compile compiles
 
 
 def finetune(model: TaskModel, examples: list[list[list[int]]], targets: np.ndarray, pad_id: int,
@@ -120,6 +121,7 @@ def finetune(model: TaskModel, examples: list[list[list[int]]], targets: np.ndar
         log.info("fine-tuning through torch.compile: the first step compiles it")
     targets_t = torch.as_tensor(targets, dtype=torch.float32 if model.regression else torch.long)
     started = time.perf_counter()
+    startup = math.nan
     step = 0
     with StepProgress("finetune", total, max(1, steps_per_epoch // 5), log) as progress:
         for epoch in range(cfg.epochs):
@@ -130,12 +132,14 @@ def finetune(model: TaskModel, examples: list[list[list[int]]], targets: np.ndar
                 step += 1
                 epoch_losses.append(train_step(state, step, partial(
                     task_loss, model, ids, lengths, per_example, targets_t[idx], cfg.lm_coef)))
+                if step == 1:
+                    startup = time.perf_counter() - started
                 progress.update(step, loss=state.smoothed_loss, epoch=epoch + 1)
             if on_epoch is not None:
                 on_epoch(epoch + 1, model, float(np.mean(epoch_losses)))
                 model.train()
     return FinetuneResult(steps=total, train_loss=state.smoothed_loss,
-                          seconds=time.perf_counter() - started)
+                          seconds=time.perf_counter() - started, startup_seconds=startup)
 
 
 @torch.no_grad()
