@@ -7,8 +7,11 @@ cross-entropy plus lm_coef times its LM loss over the text, padding labelled -10
 with weight decay off the biases and LayerNorms (transformers Trainer's default), the same
 clipping and learning-rate schedule; evaluation in batches of the dev set's order, each padded
 to its longest. Both start from the same weights, see the same encoded inputs (our
-`encode_examples`: start, delimiter and extract tokens; a sequence per choice) and compute in
-the dtype our precision policy picks for the device (bf16 autocast where native, else fp32).
+`encode_examples`: start, delimiter and extract tokens; a sequence per choice) and compute on
+one device in one precision: params.yaml's finetune.train.device and .precision, or `--device`
+and `--precision` (auto: bf16 autocast where native, else fp32).
+
+    python -m bench.finetune_transformers --device cuda --precision auto
 
 The double-heads model's multiple-choice head is ours: dropout and a linear layer on the extract
 token's state (`mc_token_ids`), one scalar per choice, a softmax over the choices. A classifier
@@ -25,6 +28,7 @@ from contextlib import nullcontext
 from dataclasses import asdict, dataclass, replace
 from functools import lru_cache
 from pathlib import Path
+from typing import get_args
 
 import numpy as np
 import torch
@@ -34,7 +38,7 @@ from transformers import OpenAIGPTConfig, OpenAIGPTDoubleHeadsModel
 
 from bench.common import DATA, Table, alternate, median, parser, publish
 from bench.finetune import ROOT, SAMPLE, TARGET, Data, Side, Sizes, load_data, sizes
-from gpt1.config import FinetuneTrainParams, Params, TaskParams, load_params
+from gpt1.config import FinetuneTrainParams, Params, Precision, TaskParams, load_params
 from gpt1.corpus.bpe import GPT1Tokenizer, train_bpe
 from gpt1.corpus.text import TextCleaner
 from gpt1.downstream.families import family_of
@@ -244,7 +248,15 @@ def noise_note(title: str, sides: dict[str, Side], n_dev: int) -> str:
 
 
 def main(argv: list[str] | None = None) -> Path:
+    params = load_params(ROOT / "params.yaml")
+    knobs = params.finetune.train
     p = parser(__doc__.splitlines()[0])
+    p.add_argument("--device", default=knobs.device,
+                   help=f"auto | cpu | cuda | cuda:N, for both sides (default: params.yaml's "
+                        f"finetune.train.device, {knobs.device})")
+    p.add_argument("--precision", default=knobs.precision, choices=get_args(Precision),
+                   help=f"for both sides (default: params.yaml's finetune.train.precision, "
+                        f"{knobs.precision})")
     p.add_argument("--train-examples", type=int, default=1000,
                    help="SST-2 training sentences fine-tuned on for one epoch")
     p.add_argument("--choice-examples", type=int, default=400,
@@ -253,7 +265,7 @@ def main(argv: list[str] | None = None) -> Path:
     p.add_argument("--seeds", type=int, default=3,
                    help="seeds the accuracy is compared over (rounds: max(repeats, seeds))")
     args = p.parse_args(argv)
-    params = load_params(ROOT / "params.yaml")
+    place = placement(args.device, args.precision)
     root = SAMPLE if args.tiny else DATA
     base = sizes(params, args.tiny, args.train_examples)
     if not args.tiny:
@@ -263,8 +275,6 @@ def main(argv: list[str] | None = None) -> Path:
     data = {CLASSIFICATION: load_data(params, root, task_sizes[CLASSIFICATION]),
             CHOICE: load_choice_data(params, root, task_sizes[CHOICE])}
     rounds = max(args.repeats, args.seeds)
-    knobs = params.finetune.train
-    place = placement(knobs.device, knobs.precision)
     rates = Table("fine-tuning examples/s (median)",
                   ["task", "phase", "ours", "transformers", "ratio", "target"])
     quality = Table("dev accuracy after one epoch",
@@ -272,7 +282,10 @@ def main(argv: list[str] | None = None) -> Path:
     for name, d in data.items():
         task = params.tasks[name]
         cfg = params.finetune.for_task(task, params.finetune.seeds[0])
-        cfg = cfg.model_copy(update={"epochs": 1})
+        # eager on both sides: each round times one epoch of a fresh model, which a compiled
+        # step would spend much of compiling
+        cfg = cfg.model_copy(update={"epochs": 1, "device": args.device,
+                                     "precision": args.precision, "compile": False})
         sides = measure(task, d, cfg, task_sizes[name], params.model.dropout, rounds, place)
         for phase in ("train", "eval"):
             ours, ref = (median(getattr(sides[side], f"{phase}_rate")) for side in SIDES)
@@ -287,7 +300,8 @@ def main(argv: list[str] | None = None) -> Path:
     rates.notes = [
         f"median of {rounds} alternating rounds, each from its own seed; 1 epoch, batch "
         f"{knobs.batch_size}, lm_coef {knobs.lm_coef}, lr {knobs.lr}; on {place.device} in "
-        f"{str(place.dtype).removeprefix('torch.')} (our precision policy; the same for both)",
+        f"{str(place.dtype).removeprefix('torch.')} (precision {args.precision}; the same for "
+        "both), both eager (an epoch timed from a fresh model would time its compilation)",
         "ours: the stage's finetune + predict (length-bucketed batches, length-sorted eval); "
         "transformers: OpenAIGPTDoubleHeadsModel in a plain loop, random batches padded to "
         "their longest, its own mc_loss + lm_coef x LM loss",
@@ -301,7 +315,7 @@ def main(argv: list[str] | None = None) -> Path:
                 "repeats": args.repeats, "seeds": args.seeds, "rounds": rounds,
                 "tiny": args.tiny, "epochs": 1, "batch_size": knobs.batch_size,
                 "seed": params.finetune.seeds[0], "device": str(place.device),
-                "dtype": str(place.dtype).removeprefix("torch.")}
+                "precision": args.precision, "dtype": str(place.dtype).removeprefix("torch.")}
     return publish([rates, quality], args.out, "finetune_transformers", settings)
 
 

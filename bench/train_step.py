@@ -1,11 +1,14 @@
 """Pretraining throughput: our training loop (`gpt1.training.pretrain.pretrain`, under the default
 precision policy) against HuggingFace's `OpenAIGPTLMHeadModel` in fp32 and, where bf16 is native,
 under bf16 autocast, same architecture, batch and sequence length, alternating in one run; the
-ratio is against the faster transformers run; MFU against a matmul peak measured in this run.
+ratio is against the fastest transformers run; MFU against a matmul peak measured in this run.
 
     python -m bench.train_step                      # params.yaml's model and batch, on the CPU
-    python -m bench.train_step --preset paper --device cuda
+    python -m bench.train_step --preset paper --device cuda --compile
     python -m bench.train_step --profile            # and where each side's step time goes
+
+`--compile` adds the `torch.compile`d runs: ours (`pretrain.compile`) and transformers' model
+under the policy's dtype, each beside its eager run, so that transformers is met at its best.
 
 Where the precision policy trains in bf16 (hardware that computes it natively), our loop also
 trains 200 steps in fp32 and in bf16 autocast from the same initialisation and batches, and the
@@ -49,6 +52,7 @@ class Setup:
     shards: list[np.ndarray]
     warmup: int  # steps run before timing: allocations, kernel choice, torch.compile
     steps: int  # steps timed per repetition
+    compiled: bool = False  # also time the torch.compile'd runs of both sides
 
     @property
     def tokens_per_step(self) -> int:
@@ -56,8 +60,12 @@ class Setup:
 
 
 def make_setup(preset: str | None, device: str, precision: str, tiny: bool,
-               steps: int, warmup: int, compile_step: bool = False) -> Setup:
-    """params.yaml's model and pretraining knobs (or a preset's over them) on random tokens."""
+               steps: int, warmup: int, compiled: bool = False) -> Setup:
+    """params.yaml's model and pretraining knobs (or a preset's over them) on random tokens;
+    `compiled` adds the compiled runs, and at least 2 warm-up steps, the first of which
+    compiles."""
+    if compiled:
+        warmup = max(warmup, 2)
     params = load_params(REPO / "params.yaml")
     overlay = load_preset(preset) if preset else {}
     model = ModelParams(**{**params.model.model_dump(), **overlay.get("model", {}),
@@ -66,7 +74,7 @@ def make_setup(preset: str | None, device: str, precision: str, tiny: bool,
     knobs = {**params.pretrain.model_dump(), **overlay.get("pretrain", {}),
              # one step more than timed: the loop evaluates after its last step
              "device": device, "precision": precision, "max_steps": warmup + steps + 1,
-             "compile": compile_step,
+             "compile": False,  # the eager run's; `sides` sets it for the compiled one
              "eval_every": 10**9, "log_every": 10**9, "peak_tflops": 1.0}
     # the few timed steps sit inside the warmup: the rate changes no step's cost
     knobs["warmup_steps"] = min(knobs["warmup_steps"], knobs["max_steps"])
@@ -77,7 +85,7 @@ def make_setup(preset: str | None, device: str, precision: str, tiny: bool,
                      attn_pdrop=model.dropout, resid_pdrop=model.dropout)
     rng = np.random.default_rng(0)
     shards = [rng.integers(0, vocab, size=max(100_000, 4 * model.n_ctx), dtype=np.int32)]
-    return Setup(cfg, PretrainParams(**knobs), shards, warmup, steps)
+    return Setup(cfg, PretrainParams(**knobs), shards, warmup, steps, compiled)
 
 
 class StepClock:
@@ -119,15 +127,20 @@ def ours(setup: Setup, train: PretrainParams | None = None,
     return clock
 
 
-def reference(setup: Setup, dtype: torch.dtype, clock: StepClock | None = None) -> StepClock:
+def reference(setup: Setup, dtype: torch.dtype, clock: StepClock | None = None,
+              compiled: bool = False) -> StepClock:
     """`OpenAIGPTLMHeadModel` with AdamW, gradient clipping and the same batches, its forward
-    under autocast to `dtype` below fp32: the loop one would write around transformers."""
+    (through `torch.compile` if `compiled`) under autocast to `dtype` below fp32: the loop one
+    would write around transformers."""
     from transformers import OpenAIGPTConfig, OpenAIGPTLMHeadModel
 
     train = setup.train
     device = resolve_device(train.device)
     torch.manual_seed(train.seed)
     model = OpenAIGPTLMHeadModel(OpenAIGPTConfig(**to_hf_config(setup.model))).to(device).train()
+    # the loss it falls back to, named: its warning about an unnamed one breaks the compiled graph
+    model.loss_type = "ForCausalLM"
+    forward = torch.compile(model) if compiled else model
     optimizer = torch.optim.AdamW(model.parameters(), lr=train.lr,
                                   weight_decay=train.weight_decay)
     sampler = WindowSampler(setup.shards, setup.model.n_ctx, train.seed, "train")
@@ -137,7 +150,7 @@ def reference(setup: Setup, dtype: torch.dtype, clock: StepClock | None = None) 
             x, _ = sampler.batch(step, train.batch_size)
             x = x.to(device)
         with autocast(device, dtype):
-            loss = model(input_ids=x, labels=x).loss
+            loss = forward(input_ids=x, labels=x).loss
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         with record_function("optimizer"):
@@ -147,25 +160,43 @@ def reference(setup: Setup, dtype: torch.dtype, clock: StepClock | None = None) 
     return clock
 
 
-def sides(setup: Setup, dtype: torch.dtype) -> dict[str, Callable[[StepClock | None], StepClock]]:
+@dataclass(frozen=True)
+class Side:
+    """One run the benchmark times: a fresh model each call, computing in `dtype`."""
+
+    run: Callable[[StepClock | None], StepClock]
+    dtype: torch.dtype
+    reference: bool  # transformers': the ratio is against the fastest of these
+
+
+def sides(setup: Setup, dtype: torch.dtype) -> dict[str, Side]:
     """Ours, and transformers in fp32 and, where the policy picked bf16 (computed natively
-    here), under bf16 autocast too: the reference at each setting a user would choose."""
-    runs: dict[str, Callable[[StepClock | None], StepClock]] = {
-        "ours": lambda clock: ours(setup, clock=clock),
-        "transformers float32": lambda clock: reference(setup, torch.float32, clock)}
+    here), under bf16 autocast too: the reference at each setting a user would choose; with
+    `setup.compiled`, ours and transformers under `dtype` through `torch.compile` too."""
+    name = str(dtype).removeprefix("torch.")
+    runs = {"ours": Side(lambda clock: ours(setup, clock=clock), dtype, reference=False)}
+    if setup.compiled:
+        train = setup.train.model_copy(update={"compile": True})
+        runs["ours compiled"] = Side(lambda clock: ours(setup, train, clock), dtype,
+                                     reference=False)
+    runs["transformers float32"] = Side(lambda clock: reference(setup, torch.float32, clock),
+                                        torch.float32, reference=True)
     if dtype != torch.float32:
-        name = str(dtype).removeprefix("torch.")
-        runs[f"transformers {name}"] = lambda clock: reference(setup, dtype, clock)
+        runs[f"transformers {name}"] = Side(lambda clock: reference(setup, dtype, clock), dtype,
+                                            reference=True)
+    if setup.compiled:
+        runs[f"transformers {name} compiled"] = Side(
+            lambda clock: reference(setup, dtype, clock, compiled=True), dtype, reference=True)
     return runs
 
 
-def profile_table(setup: Setup, runs: dict[str, Callable[[StepClock | None], StepClock]],
+def profile_table(setup: Setup, runs: dict[str, Side],
                   device: torch.device) -> tuple[Table, dict[str, dict[str, float]]]:
     """One profiled run of each side: milliseconds per step in each category, and its share."""
     steps: dict[str, dict[str, float]] = {}
-    for name, run in runs.items():
+    for name, side in runs.items():
         profiler = step_profiler(device)
-        clock = run(StepClock(setup.warmup, setup.steps, profiler))
+        clock = side.run(StepClock(setup.warmup, setup.steps, profiler))
         steps[name] = breakdown(profiler.events(), clock.seconds, setup.steps, device)
     table = Table("profile: milliseconds per step",
                   ["category", *(f"{name} {unit}" for name in runs for unit in ("ms", "%"))])
@@ -203,17 +234,17 @@ def run(setup: Setup, repeats: int, curve_steps: int | None,
     flops = setup.model.training_flops_per_token()
     runs = sides(setup, dtype)
     peaks = [measure_peak_flops(device, dtype, PEAK_SECONDS)]
-    tok_s = alternate({name: lambda run=run: setup.steps * setup.tokens_per_step / run(None).seconds
-                       for name, run in runs.items()}, repeats)
+    tok_s = alternate({name: lambda side=side: setup.steps * setup.tokens_per_step
+                       / side.run(None).seconds for name, side in runs.items()}, repeats)
     # the fastest matmul of before and after: a peak caught in a slow moment would flatter MFU
     peak = {dtype: max(*peaks, measure_peak_flops(device, dtype, PEAK_SECONDS))}
     if dtype != torch.float32:
         peak[torch.float32] = measure_peak_flops(device, torch.float32, PEAK_SECONDS)
     medians = {name: median(values) for name, values in tok_s.items()}
-    fastest_reference = max(v for name, v in medians.items() if name != "ours")
+    fastest_reference = max(medians[name] for name, side in runs.items() if side.reference)
     table = Table("train_step", ["model", "dtype", "tokens/s", "ratio", "MFU %", "peak GFLOP/s"])
     for name, value in medians.items():
-        side_dtype = dtype if name == "ours" or not name.endswith("float32") else torch.float32
+        side_dtype = runs[name].dtype
         table.add(model=name, dtype=str(side_dtype).removeprefix("torch."), **{
             "tokens/s": value, "ratio": value / fastest_reference,
             "MFU %": 100 * value * flops / peak[side_dtype],
@@ -225,8 +256,8 @@ def run(setup: Setup, repeats: int, curve_steps: int | None,
         f"{setup.model.vocab_size}, on {device}",
         "MFU: tokens/s x training FLOPs per token over the peak of a large matmul in the same "
         "dtype, measured in this run (a datasheet peak is higher)",
-        "ratio: against the faster transformers run (OpenAIGPTLMHeadModel; under bf16 autocast "
-        "too where bf16 is native)",
+        "ratio: against the fastest transformers run (OpenAIGPTLMHeadModel; under bf16 autocast "
+        "too where bf16 is native; with --compile, through torch.compile too)",
         "targets: ratio >= 2.0 where bf16 is native (CPU or GPU); on an fp32-only CPU, "
         "MFU >= 70%"]
     result: dict[str, Any] = {"tokens_per_second": tok_s, "flops_per_token": flops,
@@ -263,7 +294,8 @@ def main(argv: list[str] | None = None) -> Path:
     p.add_argument("--precision", default="auto", help="auto (the default policy) | fp32 | bf16")
     p.add_argument("--preset", default=None, help="a gpt1 preset's model and batch (e.g. paper)")
     p.add_argument("--compile", action="store_true",
-                   help="torch.compile our step (pretrain.compile); the warm-up absorbs it")
+                   help="also time ours (pretrain.compile) and transformers through "
+                        "torch.compile; the warm-up, at least 2 steps, absorbs compilation")
     p.add_argument("--steps", type=int, default=10, help="timed steps per repetition")
     p.add_argument("--warmup", type=int, default=3, help="untimed steps before them")
     p.add_argument("--profile", action="store_true",
@@ -276,6 +308,7 @@ def main(argv: list[str] | None = None) -> Path:
                        args.warmup, args.compile)
     tables, result = run(setup, args.repeats, args.curve_steps, args.profile)
     settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
+    settings["warmup"] = setup.warmup
     return publish(tables, args.out, "train_step", {**settings, **result})
 
 

@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from bench import finetune_transformers as ft
-from bench.finetune import ROOT, Sizes
-from gpt1.config import load_params
+from bench.finetune import ROOT, Data, Sizes
+from gpt1.config import FinetuneTrainParams, load_params
 from gpt1.model.heads import TaskModel
 from gpt1.training.device import Placement
 from gpt1.training.finetune import _task_loss, pad_batch, predict
@@ -75,10 +75,14 @@ def test_reference_predicts_as_ours(task_name: str) -> None:
 
 
 def test_finetune_transformers_tiny(tmp_path: Path) -> None:
-    path = ft.main(["--tiny", "--repeats", "1", "--seeds", "1", "--out", str(tmp_path)])
+    path = ft.main(["--tiny", "--device", "cpu", "--precision", "fp32", "--repeats", "1",
+                    "--seeds", "1", "--out", str(tmp_path)])
     result = json.loads(path.read_text())
     assert path.name == "finetune_transformers.json"
     assert result["benchmark"] == "finetune_transformers" and result["settings"]["tiny"]
+    settings = result["settings"]
+    assert (settings["device"], settings["precision"], settings["dtype"]) == (
+        "cpu", "fp32", "float32")
     rates, quality = result["tables"]
     titles = ["SST-2", "Story Cloze"]
     assert [(r["task"], r["phase"]) for r in rates["rows"]] == [
@@ -92,3 +96,24 @@ def test_finetune_transformers_tiny(tmp_path: Path) -> None:
         assert 0 <= row["mean"] <= 100 and row["seeds"] == 1 and row["std"] is None
     assert sum("noise" in note for note in quality["notes"]) == 2
     assert any("randomly initialised" in note for note in quality["notes"])
+
+
+def test_device_and_precision_reach_both_sides(tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """--device and --precision over params.yaml's: ours gets them in its fine-tuning knobs, the
+    reference in its placement, and the settings record them."""
+    seen = []
+
+    def run(initial: TaskModel, data: Data, cfg: FinetuneTrainParams,
+            place: Placement) -> ft.Run:
+        seen.append((cfg.device, cfg.precision, place))
+        return ft.Run(1.0, 1.0, np.zeros((len(data.dev), 2)))
+
+    monkeypatch.setattr(ft, "run_ours", run)
+    monkeypatch.setattr(ft, "run_reference", run)
+    path = ft.main(["--tiny", "--device", "cpu", "--precision", "bf16", "--repeats", "1",
+                    "--seeds", "1", "--out", str(tmp_path)])
+    settings = json.loads(path.read_text())["settings"]
+    assert seen == [("cpu", "bf16", Placement(torch.device("cpu"), torch.bfloat16))] * 4
+    assert (settings["device"], settings["precision"], settings["dtype"]) == (
+        "cpu", "bf16", "bfloat16")

@@ -1,11 +1,13 @@
-"""`python -m bench.train_step` at tiny sizes: it runs both sides and writes its table."""
+"""`python -m bench.train_step` at tiny sizes: it runs every side and writes its table."""
 
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
+import torch
 
 from bench import train_step
 
@@ -53,6 +55,45 @@ def test_the_reference_runs_in_bf16_where_bf16_is_native(
     dtypes = {row["model"]: row["dtype"] for row in table["rows"]}
     assert dtypes == {"ours": "bfloat16", "transformers float32": "float32",
                       "transformers bfloat16": "bfloat16"}
+
+
+def test_compile_adds_the_compiled_sides(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ours eager and compiled against transformers in fp32 and compiled, in one run, each side
+    also profiled; the warm-up covers compilation."""
+    monkeypatch.setattr("gpt1.training.device.cpu_has_native_bf16", lambda: False)
+    monkeypatch.setattr(train_step, "measure_peak_flops", lambda *_: 1e11)
+    # our CPU dropout draws its masks with numpy, which cuts the compiled graph at each dropout
+    # into pieces compiled apart: minutes of compiling where nothing is cached yet
+    monkeypatch.setitem(train_step.TINY_MODEL, "dropout", 0.0)
+    path = train_step.main(["--tiny", "--compile", "--repeats", "1", "--steps", "1",
+                            "--warmup", "1", "--curve-steps", "0", "--profile",
+                            "--out", str(tmp_path)])
+    result = json.loads(path.read_text())
+    assert result["settings"]["warmup"] == 2
+    table, profiled = result["tables"]
+    rows = {row["model"]: row for row in table["rows"]}
+    assert list(rows) == ["ours", "ours compiled", "transformers float32",
+                          "transformers float32 compiled"]
+    for row in rows.values():
+        assert math.isfinite(row["tokens/s"]) and row["tokens/s"] > 0
+        assert row["dtype"] == "float32"
+    fastest = max(rows["transformers float32"]["tokens/s"],
+                  rows["transformers float32 compiled"]["tokens/s"])
+    assert rows["ours compiled"]["ratio"] == pytest.approx(
+        rows["ours compiled"]["tokens/s"] / fastest)
+    assert all(profiled["rows"][-1][f"{side} ms"] > 0 for side in rows)
+
+
+def test_compiled_sides_run_in_the_policy_dtype() -> None:
+    setup = train_step.make_setup(None, "cpu", "bf16", tiny=True, steps=1, warmup=0,
+                                  compiled=True)
+    runs = train_step.sides(setup, torch.bfloat16)
+    assert {name: (side.dtype, side.reference) for name, side in runs.items()} == {
+        "ours": (torch.bfloat16, False), "ours compiled": (torch.bfloat16, False),
+        "transformers float32": (torch.float32, True),
+        "transformers bfloat16": (torch.bfloat16, True),
+        "transformers bfloat16 compiled": (torch.bfloat16, True)}
+    assert setup.warmup == 2 and not setup.train.compile
 
 
 def test_curve_gap_is_relative_to_fp32() -> None:
