@@ -7,7 +7,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 # runnable modules of bench/ that measure nothing, so no benchmark of `make bench`
-NOT_BENCHMARKS = {"pages", "quickstart"}  # the docs page; the README's two commands, timed
+# the docs page; the README's two commands, timed; the GPU check, run from a bundle on a GPU
+# machine, and the wheels it needs there
+NOT_BENCHMARKS = {"pages", "quickstart", "device_check", "device_wheels"}
 
 
 def test_make_bench_runs_every_benchmark() -> None:
