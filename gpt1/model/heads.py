@@ -12,6 +12,8 @@ from gpt1.downstream.families import FAMILIES, family_of
 from gpt1.model.dropout import Dropout
 from gpt1.model.trunk import Trunk
 
+PADDING_TARGET = -100  # the target of a padding position in the LM loss, which ignores it
+
 
 class TaskModel(nn.Module):
     """The pretrained trunk, dropout, and a linear head on the sequences' last (`<classify>`)
@@ -64,6 +66,9 @@ class TaskModel(nn.Module):
 
 def lm_loss_on_text(model: TaskModel, hidden: torch.Tensor, ids: torch.Tensor,
                     lengths: torch.Tensor) -> torch.Tensor:
-    """L1: the mean loss of predicting every real token after the first, padding left out."""
-    real = torch.arange(1, ids.shape[1], device=ids.device)[None, :] < lengths[:, None]
-    return model.trunk.lm_head_loss(hidden[:, :-1][real], ids[:, 1:][real])
+    """L1: the mean loss of predicting every real token after the first, padding left out (its
+    targets ignored, rather than its rows selected: a selection's size depends on the data,
+    which syncs a GPU with the host and breaks a compiled step's graph)."""
+    padding = torch.arange(1, ids.shape[1], device=ids.device)[None, :] >= lengths[:, None]
+    targets = ids[:, 1:].masked_fill(padding, PADDING_TARGET)
+    return model.trunk.lm_head_loss(hidden[:, :-1], targets, ignore_index=PADDING_TARGET)
