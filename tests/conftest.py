@@ -19,6 +19,11 @@ from filelock import FileLock
 from gpt1.config import Params, read_yaml
 from gpt1.presets.edit import ANALYSIS_TASKS, set_keys, update_params
 
+# torch.compile's first compile in a process probes each vector ISA of the CPU by building and
+# loading a test library: 10 s of g++ per process (of a tiny model's 30 s compile). Trust the
+# CPU's flags instead, as inductor does when this is set. Before torch compiles anything, and
+# inherited by the processes the tests start.
+os.environ.setdefault("TORCHINDUCTOR_VEC_ISA_OK", "1")
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("GPT1_SHARED_DATA", REPO.parent / "shared" / "data"))
 
