@@ -14,7 +14,7 @@ import torch.nn.functional as F
 
 import gpt1.training.finetune
 from gpt1.config import Family, FinetuneTrainParams, TaskParams
-from gpt1.model.heads import TaskModel, lm_loss_on_text
+from gpt1.model.heads import TaskModel, ignored_padding_loss, lm_loss_on_text
 from gpt1.model.lstm import LSTM, LSTMConfig
 from gpt1.model.transformer import GPT1, GPT1Config
 from gpt1.model.trunk import Trunk
@@ -253,18 +253,26 @@ def test_sequences_per_example_are_checked() -> None:
         finetune(task_model("similarity"), pairs, labels[:3], PAD, _cfg())
 
 
-def test_lm_loss_on_text_ignores_padding() -> None:
+def _padding_ignored(model: TaskModel, hidden: torch.Tensor, ids: torch.Tensor,
+                     lengths: torch.Tensor) -> torch.Tensor:
+    """`lm_loss_on_text` as it computes off the CPU: the padding's targets ignored."""
+    padding = torch.arange(1, ids.shape[1])[None, :] >= lengths[:, None]
+    return ignored_padding_loss(model.trunk, hidden, ids, padding)
+
+
+@pytest.mark.parametrize("lm_loss", [lm_loss_on_text, _padding_ignored])
+def test_lm_loss_on_text_ignores_padding(lm_loss: Callable[..., torch.Tensor]) -> None:
     model = task_model().eval()
     seqs = [seq([1, 2, 3, 4]), seq([5, 6])]
     ids, lengths = pad_batch(seqs, PAD)
     with torch.no_grad():
         _, hidden = model(ids, lengths, 1)
-        loss = lm_loss_on_text(model, hidden, ids, lengths)
+        loss = lm_loss(model, hidden, ids, lengths)
         # whatever sits in the padding changes nothing
         other = ids.clone()
         other[1, 4:] = torch.tensor([3, 7])
         _, other_hidden = model(other, lengths, 1)
-        assert lm_loss_on_text(model, other_hidden, other, lengths) == loss
+        assert lm_loss(model, other_hidden, other, lengths) == loss
         # it is the mean over the real next-token predictions: 5 + 3 of them
         terms = []
         for s in seqs:
