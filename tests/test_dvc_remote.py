@@ -52,7 +52,8 @@ def test_a_second_clone_pulls_every_artifact_and_recomputes_nothing(reproduced: 
     assert "resumed from the checkpoint of step 20" in resumed.stderr
     weights = "artifacts/pretrain/model.safetensors"
     assert sha256_file(second / weights) == sha256_file(tiny_repo / weights)
-    assert "pretrain:" in dvc("status", cwd=second).stdout  # its metrics hold new timings
+    # its metrics may differ (MFU is against a peak measured anew, to 4 decimals) or not:
+    # recorded as they are, the stage is up to date either way
     dvc("commit", "-f", "pretrain", cwd=second)
     assert "pretrain:" not in dvc("status", cwd=second).stdout
 
