@@ -30,6 +30,8 @@ PREFECT_HOME = Path(".prefect")
 SERVER_LOG = "server.log"
 SERVER_PID = "server.pid"
 START_TIMEOUT_SECONDS = 120
+# Prefect 3's setting of the API URL its UI calls, and the older name it still reads
+UI_API_URL_SETTINGS = ("PREFECT_SERVER_UI_API_URL", "PREFECT_UI_API_URL")
 
 
 class ServerError(RuntimeError):
@@ -64,6 +66,10 @@ def start_server(home: Path, server: ServerParams,
     env = {**os.environ, "PREFECT_HOME": str(home.resolve()),
            "PREFECT_SERVER_ANALYTICS_ENABLED": "false", **(extra_env or {})}
     env.pop("PREFECT_API_URL", None)
+    # the API the UI's pages call from the browser: Prefect's default is 127.0.0.1:4200 whatever
+    # port the server listens on; a team sets the address teammates reach it by
+    if not any(env.get(name) for name in UI_API_URL_SETTINGS):
+        env[UI_API_URL_SETTINGS[0]] = api_url
     with open(home / SERVER_LOG, "ab") as log:
         # its own process group: stopping it stops the workers it starts too
         proc = subprocess.Popen(

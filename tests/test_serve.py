@@ -128,6 +128,11 @@ def without_seconds(metrics: object) -> object:
 
 def test_deployments_run_from_the_cli(served: Served) -> None:
     repo = served.repo
+    # the UI's pages call the API of the server flows.serve started, on its port: Prefect's
+    # default is 127.0.0.1:4200 whatever the port
+    ui = served.env["PREFECT_API_URL"].removesuffix("/api")
+    with urllib.request.urlopen(f"{ui}/ui-settings", timeout=30) as response:
+        assert json.load(response)["api_url"] == served.env["PREFECT_API_URL"]
     # the pipeline is up to date but for the held-out text's generated sample, which the full
     # run brings up to date alone, with the report; every other stage DVC skips
     seed = load_params(repo / "params.yaml").lm_eval.sample.seed
