@@ -5,6 +5,7 @@ group, and docs/benchmarks.md is what `python -m bench.pages` writes today."""
 from __future__ import annotations
 
 import copy
+import importlib.machinery
 import importlib.util
 import itertools
 import json
@@ -188,8 +189,15 @@ def check_commands(name: str, text: str) -> list[str]:
 
 
 def _importable(module: str) -> bool:
+    """Whether `module` is found. The top-level package is looked up on sys.path alone, past
+    the meta-path finders: setuptools' distutils shim, asked for `pip` (docs name `python -m
+    pip`), turns itself off for the rest of the process, and a later `import setuptools` (by
+    torch.compile's C++ builds, in the same xdist worker) then fails."""
+    top, _, rest = module.partition(".")
+    if importlib.machinery.PathFinder.find_spec(top) is None:
+        return False
     try:
-        return importlib.util.find_spec(module) is not None
+        return not rest or importlib.util.find_spec(module) is not None
     except ModuleNotFoundError:  # its parent package does not exist
         return False
 
