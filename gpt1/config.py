@@ -59,6 +59,7 @@ class IngestParams(Section):
     doc_chars: int = Field(gt=0)
     max_train_examples: int | None = Field(default=None, gt=0)
     max_dev_examples: int | None = Field(default=None, gt=0)
+    max_test_examples: int | None = Field(default=None, gt=0)
 
 
 class ExecutorParams(Section):

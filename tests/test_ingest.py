@@ -63,6 +63,9 @@ def test_split_with_a_header_only_fails_naming_the_file(root: Path, split: str) 
 def test_caps_leave_rows(root: Path) -> None:
     ingest.run(params(root, ["sst2"], max_train_examples=1, max_dev_examples=1))
     assert rows("sst2") == {"train": 1, "dev": 1, "test": 200}
+    ingest.run(params(root, ["sst2"], max_dev_examples=2, max_test_examples=3))
+    assert rows("sst2") == {"train": 2000, "dev": 2, "test": 3}
+    assert pq.read_table("data/raw/tasks/sst2/test.parquet").column("idx").to_pylist() == [0, 1, 2]
 
 
 def test_holdout_larger_than_the_train_file(root: Path) -> None:

@@ -24,14 +24,16 @@ TASK_STATUS = "status.json"  # in each task's folder: {"run": true, "rows": ...}
 def _row_cap(split: str, params: Params) -> int | None:
     if split == "train":
         return params.ingest.max_train_examples
-    return params.ingest.max_dev_examples if split.startswith("dev") else None
+    if split.startswith("dev"):
+        return params.ingest.max_dev_examples
+    return params.ingest.max_test_examples
 
 
 def ingest_task(name: str, task: TaskParams, params: Params, root: Path,
                 out: Path) -> dict[str, int]:
     """Write each split of registry task `name` (the dev split drawn from train where `holdout`
-    says so) as `<split>.parquet`, capped at `ingest.max_train_examples` and
-    `ingest.max_dev_examples` rows; return the rows per split."""
+    says so) as `<split>.parquet`, capped at `ingest.max_train_examples`,
+    `ingest.max_dev_examples` and `ingest.max_test_examples` rows; return the rows per split."""
     tables = {split: read_task_split(task, root, split) for split in task.files}
     if task.holdout is not None:
         available, size = tables["train"].num_rows, task.holdout.size
