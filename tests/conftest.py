@@ -3,10 +3,15 @@ tiny pipeline reproduced once per test run for every test that starts from a fin
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
+import socket
 import subprocess
 import sys
+import tempfile
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,7 +21,8 @@ import pytest
 import torch
 from filelock import FileLock
 
-from gpt1.config import Params, read_yaml
+from flows.serve import SERVER_PID, start_server
+from gpt1.config import Params, ServerParams, read_yaml
 from gpt1.presets.edit import ANALYSIS_TASKS, set_keys, update_params
 
 # torch.compile's first compile in a process probes each vector ISA of the CPU by building and
@@ -26,6 +32,9 @@ from gpt1.presets.edit import ANALYSIS_TASKS, set_keys, update_params
 os.environ.setdefault("TORCHINDUCTOR_VEC_ISA_OK", "1")
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("GPT1_SHARED_DATA", REPO.parent / "shared" / "data"))
+# The folder of the Prefect server the whole test run shares (`prefect_api`): chosen by the
+# controlling process, inherited by its xdist workers, stopped and removed when the run ends
+SHARED_SERVER_HOME = "GPT1_TESTS_PREFECT_HOME"
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -36,6 +45,34 @@ def pytest_configure(config: pytest.Config) -> None:
     threads = max(1, torch.get_num_threads() // workers)
     torch.set_num_threads(threads)
     os.environ["OMP_NUM_THREADS"] = str(threads)
+    if not hasattr(config, "workerinput"):  # the controlling process (or the only one)
+        os.environ[SHARED_SERVER_HOME] = tempfile.mkdtemp(prefix="gpt1-tests-prefect-")
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """The controlling process, once every worker is done, stops the shared Prefect server."""
+    if hasattr(session.config, "workerinput"):
+        return
+    home = Path(os.environ.pop(SHARED_SERVER_HOME))
+    pid_file = home / SERVER_PID
+    if pid_file.is_file():
+        _stop_group(int(pid_file.read_text()))
+    shutil.rmtree(home, ignore_errors=True)
+
+
+def _stop_group(pgid: int, grace: float = 30) -> None:
+    """SIGTERM to process group `pgid`, SIGKILL to what is left of it after `grace` seconds."""
+    deadline = time.monotonic() + grace
+    try:
+        os.killpg(pgid, signal.SIGTERM)
+        while time.monotonic() < deadline:
+            time.sleep(0.2)
+            with contextlib.suppress(ChildProcessError):  # reaped, where it is our child (-n0)
+                os.waitpid(pgid, os.WNOHANG)
+            os.killpg(pgid, 0)
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -99,6 +136,27 @@ def small_disk(tmp_path: Path) -> Iterator[Callable[[int], Path]]:
     yield mount
     for point in mounts:
         subprocess.run(["umount", "-l", str(point)], check=False)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def prefect_api() -> str:
+    """The API URL of a Prefect server shared by the whole test run, for flow runs whose test is
+    about the flow, not Prefect's temporary server: a flow run started without PREFECT_API_URL
+    starts one of those, 10-20 s with its database's migrations, every time. The first xdist
+    worker to ask starts it; the controlling process stops it (`pytest_sessionfinish`)."""
+    home = Path(os.environ[SHARED_SERVER_HOME])
+    url_file = home / "api_url"
+    with FileLock(str(home / "start.lock")):
+        if not url_file.is_file():
+            _, url = start_server(home, ServerParams(host="127.0.0.1", port=free_port()))
+            url_file.write_text(url)
+    return url_file.read_text()
 
 
 def run(cmd: list[str], cwd: Path, env: dict[str, str] | None = None,
@@ -168,6 +226,7 @@ def make_tiny_repo(dest: Path, shared_data: Path) -> Path:
         "ingest.corpus": ["corpus/books/pg11_alice_in_wonderland.txt"],
         "ingest.max_train_examples": 300,
         "ingest.max_dev_examples": 100,
+        "ingest.max_test_examples": 100,
     })
     return repo
 
@@ -198,6 +257,19 @@ def only_sst2(repo: Path) -> None:
         "analysis.transfer.tasks": {"sst2": 60},
         "analysis.zero_shot.tasks": {"sst2": "sentiment"},
         "analysis.zero_shot.max_examples": 40,
+    })
+    keep_only_tasks(repo, ["sst2"])
+
+
+def shared_sst2(repo: Path) -> None:
+    """Cut a copy of the shared reproduced pipeline (`reproduced`) to its SST-2 stages (14 of
+    40): all still up to date but ingest, which reads the task registry (its outputs for SST-2
+    unchanged), and the report. For tests of what runs the stages, which visit each one for a
+    few seconds even where DVC skips it."""
+    edit_params(repo, **{
+        "analysis.ablation.tasks": {"sst2": E2E_ANALYSIS["analysis"]["ablation"]["tasks"]["sst2"]},
+        "analysis.transfer.tasks": {},
+        "analysis.zero_shot.tasks": {"sst2": "sentiment"},
     })
     keep_only_tasks(repo, ["sst2"])
 

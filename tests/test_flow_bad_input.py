@@ -15,6 +15,8 @@ pytestmark = pytest.mark.e2e
 
 
 def test_bad_input_fails_the_flow_without_retries(tmp_path: Path) -> None:
+    """As a user first runs it: no PREFECT_API_URL, so the flow starts Prefect's temporary
+    server (the other flow tests share one server, `prefect_api`, for speed)."""
     repo = copy_repo(tmp_path / "repo")
     lock = repo / "dvc.lock"  # there when the checkout copied has run the pipeline
     lock_before = lock.read_bytes() if lock.exists() else None
@@ -35,7 +37,7 @@ def test_bad_input_fails_the_flow_without_retries(tmp_path: Path) -> None:
     assert (lock.read_bytes() if lock.exists() else None) == lock_before  # DVC recorded nothing
 
 
-def test_a_bug_keeps_its_traceback_and_is_retried(tmp_path: Path) -> None:
+def test_a_bug_keeps_its_traceback_and_is_retried(tmp_path: Path, prefect_api: str) -> None:
     """A ValueError from inside a stage's code (injected into the copy's ingest) is a bug: its
     traceback reaches the flow's log, it exits 1, and the flow retries it once (flows.retries)."""
     repo = copy_repo(tmp_path / "repo")
@@ -48,7 +50,7 @@ def test_a_bug_keeps_its_traceback_and_is_retried(tmp_path: Path) -> None:
                      f"{body}")
     edit_params(repo, **{"flows.retries": 1, "flows.retry_delay_seconds": 0})
     proc = run([sys.executable, "-m", "flows.full_pipeline"], repo, check=False,
-               env={"PREFECT_HOME": str(tmp_path / "prefect"), "PREFECT_API_URL": ""})
+               env={"PREFECT_HOME": str(tmp_path / "prefect"), "PREFECT_API_URL": prefect_api})
     log = proc.stdout + proc.stderr
     assert proc.returncode != 0, log
     assert log.count("Running stage 'ingest'") == 2, log  # run, then retried once

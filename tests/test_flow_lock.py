@@ -70,7 +70,8 @@ def test_a_killed_holder_releases_the_lock(tmp_path: Path) -> None:
         pass
 
 
-def test_a_flow_reads_dvc_yaml_only_once_it_holds_the_lock(tmp_path: Path) -> None:
+def test_a_flow_reads_dvc_yaml_only_once_it_holds_the_lock(tmp_path: Path,
+                                                          prefect_api: str) -> None:
     """The run holding the checkout rewrites dvc.lock in place, stage by stage: a second run
     that read the stage graph before waiting for the lock failed on a half-written dvc.lock
     (as in CI). Here dvc.lock is unreadable while another run holds the lock, so the second
@@ -80,7 +81,7 @@ def test_a_flow_reads_dvc_yaml_only_once_it_holds_the_lock(tmp_path: Path) -> No
     (repo / "dvc.lock").write_text("schema: '2.0'\nstages:\n  ingest:\n    cmd: [half")
     holder = hold(repo, 600)
     try:
-        prefect = {"PREFECT_HOME": str(tmp_path / "prefect"), "PREFECT_API_URL": ""}
+        prefect = {"PREFECT_HOME": str(tmp_path / "prefect"), "PREFECT_API_URL": prefect_api}
         proc = run([sys.executable, "-m", "flows.finetune", "sst2"], repo, env=prefect,
                    check=False)
     finally:
