@@ -27,9 +27,16 @@ from flows import team as pg
 from flows.dag import run_order
 from flows.serve import start_server, stop_server
 from gpt1.config import ServerParams
-from tests.conftest import dvc, edit_params, only_sst2, run, skip_outside_ci
+from tests.conftest import (
+    Reproduced,
+    dvc,
+    edit_params,
+    free_port,
+    run,
+    shared_sst2,
+    skip_outside_ci,
+)
 from tests.test_flow import group_gone
-from tests.test_serve import free_port
 
 pytestmark = [pytest.mark.e2e, pytest.mark.heavy]
 
@@ -165,10 +172,12 @@ def stop_worker(proc: subprocess.Popen) -> None:
 
 
 @pytest.fixture()
-def team(tiny_repo: Path, tmp_path: Path, postgres: str) -> Iterator[Team]:
+def team(reproduced: Reproduced, tmp_path: Path, postgres: str) -> Iterator[Team]:
     """A Prefect server on `postgres`, the pool, the deployments of the copy's prefect.yaml,
-    and two process workers for the copy; afterwards each is stopped by PID and checked gone."""
-    only_sst2(tiny_repo)
+    and two process workers for a copy of the reproduced pipeline cut to SST-2; afterwards
+    each is stopped by PID and checked gone."""
+    tiny_repo = reproduced.repo
+    shared_sst2(tiny_repo)
     edit_params(tiny_repo, **{"flows.retries": 0})
     home = tmp_path / "prefect"
     server, api_url = start_server(home, ServerParams(host=HOST, port=free_port()),

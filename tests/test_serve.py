@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -19,17 +18,11 @@ import pytest
 from flows.dag import run_order
 from flows.serve import PREFECT_HOME, SERVER_PID
 from gpt1.config import load_params
-from tests.conftest import Reproduced, dvc, edit_params, run
+from tests.conftest import Reproduced, dvc, edit_params, free_port, run, shared_sst2
 
 pytestmark = pytest.mark.e2e
 
 BIN = Path(sys.executable).parent
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def stop_tree(pid: int) -> None:
@@ -84,9 +77,10 @@ class Served:
 
 @pytest.fixture()
 def served(reproduced: Reproduced, tmp_path: Path) -> Iterator[Served]:
-    """flows.serve in a copy of the reproduced tiny pipeline, starting its own server on a free
-    port; afterwards every process it started is stopped, by PID."""
+    """flows.serve in a copy of the reproduced tiny pipeline cut to SST-2, starting its own
+    server on a free port; afterwards every process it started is stopped, by PID."""
     tiny_repo = reproduced.repo
+    shared_sst2(tiny_repo)
     port = free_port()
     edit_params(tiny_repo, **{"flows.server.port": port, "flows.retries": 0})
     log = tmp_path / "serve.log"
@@ -133,8 +127,9 @@ def test_deployments_run_from_the_cli(served: Served) -> None:
     ui = served.env["PREFECT_API_URL"].removesuffix("/api")
     with urllib.request.urlopen(f"{ui}/ui-settings", timeout=30) as response:
         assert json.load(response)["api_url"] == served.env["PREFECT_API_URL"]
-    # the pipeline is up to date but for the held-out text's generated sample, which the full
-    # run brings up to date alone, with the report; every other stage DVC skips
+    # the pipeline is up to date but for the held-out text's generated sample and the task
+    # registry, cut to SST-2, which ingest reads: the full run brings them up to date alone,
+    # with the report; every other stage DVC skips
     seed = load_params(repo / "params.yaml").lm_eval.sample.seed
     edit_params(repo, **{"lm_eval.sample.seed": seed + 1})
     full = served.prefect("deployment", "run", "full-pipeline/default", "--watch")
@@ -154,7 +149,7 @@ def test_deployments_run_from_the_cli(served: Served) -> None:
         [r["task"] for r in rows].index("sst2")].items()
     stages = json.loads(served.artifact("gpt1-stages")["data"])
     assert [row["stage"] for row in stages] == run_order(repo)
-    assert [row["stage"] for row in stages if row["ran"]] == ["lm_eval", "report"]
+    assert [row["stage"] for row in stages if row["ran"]] == ["ingest", "lm_eval", "report"]
 
     before = mtimes(repo)
     sst2_path = repo / "metrics" / "finetune" / "sst2.json"
