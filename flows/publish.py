@@ -8,6 +8,7 @@ from prefect import task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from gpt1.config import Params
+from gpt1.reporting.document import self_contained
 from gpt1.reporting.files import RunFiles, read_finetune
 from gpt1.reporting.report import metric_rows
 from gpt1.reporting.table import collect
@@ -16,14 +17,16 @@ from tasks.paths import REPORT, RUN_FILES
 
 @task(task_run_name="publish-report")
 def publish_report(repo_root: Path, params: Params, ran: dict[str, bool]) -> None:
-    """Artifacts keyed `gpt1-report` (reports/summary.md), `gpt1-metrics` (each task's dev
-    metrics from the report's long table: median, spread, seeds, the majority class, the
-    paper's figure) and `gpt1-stages` (which stages this run executed and which DVC found up to
-    date)."""
+    """Artifacts keyed `gpt1-report` (reports/summary.md, its figures embedded), `gpt1-metrics`
+    (each task's dev metrics from the report's long table: median, spread, seeds, the majority
+    class, the paper's figure) and `gpt1-stages` (which stages this run executed and which DVC
+    found up to date)."""
     report = repo_root / REPORT
-    create_markdown_artifact(markdown=report.read_text(encoding="utf-8"), key="gpt1-report",
-                             description="gpt1 run report (reports/summary.md; the page: "
-                                         "reports/index.html)")
+    create_markdown_artifact(markdown=self_contained(report.read_text(encoding="utf-8"),
+                                                     report.parent),
+                             key="gpt1-report",
+                             description="gpt1 run report (reports/summary.md, its figures "
+                                         "embedded; the page: reports/index.html)")
     finetune = read_finetune(params, RunFiles(**RUN_FILES), repo_root)
     create_table_artifact(table=metric_rows(params.tasks, collect(finetune=finetune)),
                           key="gpt1-metrics",

@@ -4,6 +4,7 @@ the run, every section present), and what a real browser (headless Chromium) dra
 from __future__ import annotations
 
 import io
+import re
 import shutil
 import struct
 import subprocess
@@ -16,6 +17,7 @@ import matplotlib.image
 import numpy as np
 import pytest
 
+from gpt1.reporting.document import self_contained
 from tasks import report
 from tests.conftest import skip_outside_ci
 from tests.report_fixtures import FILES, PARAMS, write_run
@@ -161,6 +163,25 @@ def test_no_reference_outside_the_run(built: Path, page: Page) -> None:
 def test_the_models_text_is_escaped(page: Page) -> None:
     assert "she walked down to the harbour <b>alone</b>." in page.quoted
     assert page.quoted.startswith("the rain fell steadily that evening, and ")
+
+
+def test_the_markdown_made_self_contained(built: Path) -> None:
+    """reports/summary.md as the Prefect UI gets it (flows.publish): each figure's PNG in it,
+    and no link to a file, which the UI could not follow; nothing else changed."""
+    folder = built / "reports"
+    summary = (folder / "summary.md").read_text(encoding="utf-8")
+    text = self_contained(summary, folder)
+    figure = re.compile(r"^!\[([^\]]*)\]\(([^)]+)\)$", re.MULTILINE)
+    linked = figure.findall(summary)
+    embedded = figure.findall(text)
+    assert len(linked) >= 3 and [alt for alt, _ in embedded] == [alt for alt, _ in linked]
+    for (_, path), (_, uri) in zip(linked, embedded, strict=True):
+        head, _, data = uri.partition(",")
+        assert head == "data:image/png;base64"
+        assert b64decode(data) == (folder / path).read_bytes()
+    prose = figure.sub("", text)
+    assert "](" not in prose  # no link left
+    assert "[SST-2](plots/sst2.png)" in summary and "| SST-2 |" in prose
 
 
 def test_chromium_draws_the_page(built: Path, tmp_path: Path) -> None:

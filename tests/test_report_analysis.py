@@ -21,7 +21,7 @@ from gpt1.reporting.analysis import (
     zero_shot_curves,
     zero_shot_section,
 )
-from gpt1.reporting.document import Section, markdown_section
+from gpt1.reporting.document import Section, Table, markdown_section, markdown_table
 from gpt1.reporting.files import read_run
 from gpt1.reporting.page import write_plots
 from gpt1.reporting.report import Run
@@ -40,7 +40,9 @@ from tests.report_fixtures import (
 
 VARIANTS = ["full", "no_pretrain", "no_aux", "lstm"]
 ABLATION_TASKS = ["sst2", "story_cloze"]
-NOT_RUN_CELL = "not run: data not found at /data/story_cloze.csv"
+# a cell that did not run, short, with its reason once below the table
+NOT_RUN_CELL = "not run (1)"
+NOT_RUN_NOTE = "- (1) data not found at /data/story_cloze.csv"
 
 
 @pytest.fixture(scope="module")
@@ -99,6 +101,7 @@ def test_ablation_table_rows_columns_and_the_papers_figures(run: Run) -> None:
          NOT_RUN_CELL],
         ["LSTM w/ aux LM", "70.0 [69.0, 71.0]", "88.0 [87.0, 89.0]", "90.5", NOT_RUN_CELL],
     ]
+    assert lines.count(NOT_RUN_NOTE) == 1
     assert "Radford et al. 2018, Table 5" in "\n".join(lines)
 
 
@@ -113,9 +116,10 @@ def test_the_variants_follow_the_params_order(run: Run) -> None:
 def test_a_variant_that_did_not_run_fills_its_row_with_why(run: Run) -> None:
     ablation = {**ABLATION, "lstm": {"sst2": {"variant": "lstm", "task": "sst2", **NOT_RUN},
                                      "story_cloze": ABLATION["lstm"]["story_cloze"]}}
-    (table,) = _tables(_lines(ablation_section(_with(run, ablation=ablation), VARIANTS,
-                                               ABLATION_TASKS)))
+    lines = _lines(ablation_section(_with(run, ablation=ablation), VARIANTS, ABLATION_TASKS))
+    (table,) = _tables(lines)
     assert table[4] == ["LSTM w/ aux LM", NOT_RUN_CELL, NOT_RUN_CELL, "90.5", NOT_RUN_CELL]
+    assert lines.count(NOT_RUN_NOTE) == 1
     assert table[1][1] == "80.1 [79.0, 81.2]"
 
 
@@ -164,8 +168,9 @@ def test_transfer_table_and_gain(run: Run) -> None:
     assert table == [
         ["task", "split", "k=0", "k=1", "k=2", "k=3", "k=4"],
         ["RTE accuracy (2,490 train)", "dev", "52.0", "53.5", "54.0", "57.2", "58.5"],
-        ["Story Cloze", "not run: data not found at /data/story_cloze.csv", "", "", "", "", ""],
+        ["Story Cloze", NOT_RUN_CELL, "", "", "", "", ""],
     ]
+    assert NOT_RUN_NOTE in lines
     assert ("- RTE accuracy (2,490 train): all 4 layers against none: +6.5 points (medians over "
             "seeds 1, 2, 3).") in lines
 
@@ -337,3 +342,12 @@ def test_zero_shot_without_snapshots_says_so(run: Run) -> None:
     lines = _lines(zero_shot_section(_with(run, zero_shot=zero_shot), ["sst2", "cola", "race"]))
     assert lines[2].startswith("No pretraining snapshot to score: the model was not pretrained")
     assert not _tables(lines)
+
+
+def test_not_run_cells_are_numbered_by_reason() -> None:
+    table = Table(["task", "a", "b"], [["x", "not run: one", "not run: two"],
+                                       ["y", "1.0", "not run: one"]])
+    assert markdown_table(table) == [
+        "| task | a | b |", "|---|---:|---:|",
+        "| x | not run (1) | not run (2) |", "| y | 1.0 | not run (1) |",
+        "", "- (1) one", "- (2) two"]

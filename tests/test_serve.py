@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -18,6 +19,8 @@ import pytest
 from flows.dag import run_order
 from flows.serve import PREFECT_HOME, SERVER_PID
 from gpt1.config import load_params
+from gpt1.reporting.report import TITLE
+from tests.browser import chromium
 from tests.conftest import Reproduced, dvc, edit_params, free_port, run, shared_sst2
 
 pytestmark = pytest.mark.e2e
@@ -138,7 +141,19 @@ def test_deployments_run_from_the_cli(served: Served) -> None:
     assert "Data and pipelines are up to date." in dvc("status", cwd=repo).stdout
     report = served.artifact("gpt1-report")
     assert report["type"] == "markdown"
-    assert report["data"] == (repo / "reports" / "summary.md").read_text()
+    summary = (repo / "reports" / "summary.md").read_text()
+    assert report["data"].startswith(summary.splitlines()[0])
+    assert report["data"].count("](data:image/png;base64,") == summary.count("\n![")
+    # the UI on this port, in a browser: the flow run listed, the report with its figures
+    flow_run = re.search(r"Created flow run '([^']+)'", full.stdout).group(1)
+    with chromium(served.log.parent / "chromium") as tab:
+        runs = tab.show(f"{ui}/runs", until=flow_run, screenshot=served.log.parent / "runs.png")
+        assert flow_run in runs.text and "Something went wrong" not in runs.text, runs.text
+        page = tab.show(f"{ui}/artifacts/artifact/{report['id']}", until=TITLE,
+                        screenshot=served.log.parent / "report.png")
+        assert TITLE in page.text and "Something went wrong" not in page.text, page.text
+        figures = [width for src, width in page.images if src.startswith("data:image/png")]
+        assert len(figures) >= 2 and all(width > 0 for width in figures), page.images
     metrics = served.artifact("gpt1-metrics")
     assert metrics["type"] == "table"
     rows = json.loads(metrics["data"])

@@ -85,9 +85,26 @@ def _md_row(cells: Sequence[str]) -> str:
     return "|" + "|".join(f" {c} " if c else " " for c in cells) + "|"
 
 
+NOT_RUN = "not run: "  # a cell that says why a figure is missing: prose, too wide for a cell
+
+
 def markdown_table(table: Table) -> list[str]:
+    """The table; a cell that says why it did not run is cut to "not run (n)", and the reasons
+    follow the table, each once, so that its columns stay narrow."""
+    reasons: list[str] = []
+
+    def cell(text: str) -> str:
+        if not text.startswith(NOT_RUN):
+            return text
+        reason = text.removeprefix(NOT_RUN)
+        if reason not in reasons:
+            reasons.append(reason)
+        return f"not run ({reasons.index(reason) + 1})"
+
     rule = ["---"] * table.left + ["---:"] * (len(table.header) - table.left)
-    return [_md_row(table.header), f"|{'|'.join(rule)}|", *(_md_row(r) for r in table.rows)]
+    rows = [_md_row([cell(c) for c in row]) for row in table.rows]
+    notes = ["", *(f"- ({i}) {reason}" for i, reason in enumerate(reasons, 1))]
+    return [_md_row(table.header), f"|{'|'.join(rule)}|", *rows, *(notes if reasons else [])]
 
 
 def _md_block(block: Block) -> list[str]:
@@ -128,6 +145,19 @@ def markdown(title: str, sections: Sequence[Section], lead: Sequence[Block] = ()
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
+_FIGURE_LINE = re.compile(r"^!\[([^\]]*)\]\(([^)\s]+)\)$", re.MULTILINE)
+_FILE_LINK = re.compile(r"(?<!!)\[([^\]]+)\]\(([^)\s]+)\)")
+
+
+def self_contained(text: str, folder: Path) -> str:
+    """Markdown as `markdown` writes it, its paths relative to `folder`, for a viewer that
+    cannot follow them (the Prefect UI): each figure's PNG embedded as a data URI, each link to
+    a file reduced to its text."""
+    text = _FILE_LINK.sub(r"\1", text)
+    return _FIGURE_LINE.sub(lambda m: f"![{m.group(1)}]({png_data_uri(folder / m.group(2))})",
+                            text)
+
+
 # --- HTML -------------------------------------------------------------------------------------
 
 _CODE = re.compile(r"`([^`]+)`")
@@ -159,7 +189,7 @@ def png_data_uri(path: Path) -> str:
 
 def html_table(table: Table) -> str:
     def kind(i: int, text: str) -> str:
-        if text.startswith("not run"):
+        if text.startswith(NOT_RUN):
             return "note"  # prose: wraps
         return "l" if i < table.left else "r"
 
