@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pytest
+import scipy.stats
+import sklearn.metrics
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gpt1.downstream.metrics import score
 
@@ -71,3 +76,38 @@ def test_unknown_metric() -> None:
 def test_predictions_must_match_labels() -> None:
     with pytest.raises(ValueError, match="2 predictions for 3 labels"):
         score(["accuracy"], np.array([0, 1, 1]), np.array([0, 1]))
+
+
+# Each metric against the library that defines it, on random inputs: scikit-learn's
+# accuracy_score, matthews_corrcoef and f1_score, SciPy's pearsonr and spearmanr.
+labels_and_predictions = st.integers(1, 40).flatmap(lambda n: st.tuples(
+    st.lists(st.integers(0, 2), min_size=n, max_size=n),
+    st.lists(st.integers(0, 2), min_size=n, max_size=n)))
+
+
+@settings(max_examples=200, deadline=None)
+@given(labels_and_predictions)
+def test_classification_metrics_as_scikit_learn(pair: tuple[list[int], list[int]]) -> None:
+    y, p = np.array(pair[0]), np.array(pair[1])
+    got = score(["accuracy", "mcc", "f1"], y, p)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # scikit-learn warns where F1 or MCC is undefined
+        expected = {"accuracy": sklearn.metrics.accuracy_score(y, p),
+                    "mcc": sklearn.metrics.matthews_corrcoef(y, p),
+                    "f1": sklearn.metrics.f1_score(y, p, labels=[1], average="micro",
+                                                   zero_division=0.0)}
+    assert got == {k: pytest.approx(100 * v, abs=1e-9) for k, v in expected.items()}
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(3, 40).flatmap(lambda n: st.tuples(
+    st.lists(st.sampled_from([0.0, 0.5, 1.0, 2.5, 4.0, 5.0]), min_size=n, max_size=n),
+    st.lists(st.floats(-3, 8, allow_nan=False), min_size=n, max_size=n))))
+def test_correlations_as_scipy(pair: tuple[list[float], list[float]]) -> None:
+    y, p = np.array(pair[0]), np.array(pair[1])
+    got = score(["pearson", "spearman"], y, p)
+    for name, reference in (("pearson", scipy.stats.pearsonr), ("spearman", scipy.stats.spearmanr)):
+        if np.ptp(y) == 0 or np.ptp(p) == 0:
+            assert got[name] == 0.0  # SciPy: NaN, undefined
+        else:
+            assert got[name] == pytest.approx(100 * reference(y, p).statistic, abs=1e-7)
