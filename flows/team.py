@@ -1,10 +1,17 @@
 """`python -m flows.team db start|stop|url`: the PostgreSQL database behind a team's Prefect
-server, a cluster of the operating system's PostgreSQL under one directory.
+server, a cluster of the operating system's PostgreSQL under one directory; `python -m
+flows.team env`: the settings of the server and of its clients (docs/scaling.md).
 
     python -m flows.team db start --dir /srv/gpt1-db --port 5432   # prints the database URL
+    python -m flows.team env --url http://gpt1-server:4200 --auth-file /srv/gpt1-db/auth > team.env
+    source team.env
     PREFECT_API_DATABASE_CONNECTION_URL=$(python -m flows.team db url --dir /srv/gpt1-db) \\
-        prefect server start --host 0.0.0.0 --port 4200
+        prefect server start --host gpt1-server --port 4200
     python -m flows.team db stop --dir /srv/gpt1-db
+
+`env` prints `export` lines: for the server, an auth string (made once, kept in --auth-file,
+mode 0600), CSRF protection and the API URL its UI calls (the address teammates use); for every
+client (the CLI, workers, flows.serve), that URL and the same auth string.
 
 The first `start` creates the cluster (initdb) with a role and a database named `prefect`,
 the role's random password in `<dir>/password` (mode 0600); later ones start it again.
@@ -19,7 +26,9 @@ import argparse
 import glob
 import os
 import pwd
+import re
 import secrets
+import shlex
 import shutil
 import subprocess
 import sys
@@ -33,6 +42,7 @@ DATA = "data"  # <dir>/data: the cluster itself
 LOG = "postgres.log"
 PASSWORD_FILE = "password"
 HOST = "127.0.0.1"
+AUTH_USER = "gpt1"  # the user half of the team server's auth string
 
 
 class PostgresError(RuntimeError):
@@ -166,24 +176,72 @@ def stop(root: Path, user: str = "postgres") -> None:
                         "-w", "-t", "120", "stop"], user), "pg_ctl stop")
 
 
+def auth_string(path: Path) -> str:
+    """The team server's Basic Authentication string, `gpt1:<random>`, kept in `path` (mode
+    0600): made by the first call, read by the later ones."""
+    if not path.is_file():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as out:
+            out.write(f"{AUTH_USER}:{secrets.token_urlsafe(24)}\n")
+    return path.read_text().strip()
+
+
+def api_url(address: str) -> str:
+    """The API URL of the server at `address` (http://host:port, as teammates reach it)."""
+    if not re.fullmatch(r"https?://[^/:\s]+:\d+/?", address):
+        raise ValueError(f"--url {address!r}: give the server's address as teammates reach it, "
+                         "http://host:port")
+    return f"{address.rstrip('/')}/api"
+
+
+def team_settings(api: str, auth: str) -> tuple[dict[str, str], dict[str, str]]:
+    """The environment of a team's Prefect server whose API teammates reach at `api`, and that
+    of everything talking to it (the CLI, workers, flows.serve): both hold the auth string; the
+    server checks CSRF tokens, which Prefect's clients and UI send; its UI calls the API at
+    `api`, not the default 127.0.0.1:4200 of the teammate's own machine."""
+    server = {"PREFECT_SERVER_API_AUTH_STRING": auth,
+              "PREFECT_SERVER_CSRF_PROTECTION_ENABLED": "true",
+              "PREFECT_SERVER_UI_API_URL": api}
+    return server, {"PREFECT_API_URL": api, "PREFECT_API_AUTH_STRING": auth}
+
+
+def _exports(settings: dict[str, str]) -> list[str]:
+    return [f"export {name}={shlex.quote(value)}" for name, value in settings.items()]
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m flows.team", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("what", choices=["db"])
-    parser.add_argument("action", choices=["start", "stop", "url"])
-    parser.add_argument("--dir", type=Path, required=True,
-                        help="the cluster's directory (created by the first start)")
-    parser.add_argument("--port", type=int, default=5432)
-    parser.add_argument("--user", default="postgres",
-                        help="the user PostgreSQL runs as when started by root")
+    commands = parser.add_subparsers(dest="what", required=True)
+    db = commands.add_parser("db", help="the PostgreSQL database behind the team's server")
+    db.add_argument("action", choices=["start", "stop", "url"])
+    db.add_argument("--dir", type=Path, required=True,
+                    help="the cluster's directory (created by the first start)")
+    db.add_argument("--port", type=int, default=5432)
+    db.add_argument("--user", default="postgres",
+                    help="the user PostgreSQL runs as when started by root")
+    env = commands.add_parser("env", help="print the server's and the clients' settings")
+    env.add_argument("--url", required=True,
+                     help="the server as teammates reach it: http://host:port")
+    env.add_argument("--auth-file", type=Path, required=True,
+                     help="where the auth string is kept (made by the first call, mode 0600)")
     args = parser.parse_args(argv)
     try:
-        if args.action == "start":
+        if args.what == "env":
+            api = api_url(args.url)
+            server, clients = team_settings(api, auth_string(args.auth_file))
+            print("\n".join(["# the server's machine, before `prefect server start`",
+                             *_exports(server),
+                             "# every teammate's shell, each worker, flows.serve",
+                             *_exports(clients)]))
+        elif args.action == "start":
             print(start(args.dir, args.port, args.user))
         elif args.action == "stop":
             stop(args.dir, args.user)
         else:
             print(url(args.dir))
+    except ValueError as err:
+        parser.exit(2, f"error: {err}\n")
     except PostgresError as err:
         sys.exit(f"error: {err}")
 

@@ -5,18 +5,22 @@ worker, and runs on the checkout still take turns."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
+import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
@@ -95,6 +99,12 @@ def postgres() -> Iterator[str]:
     assert gone(postmaster), f"PostgreSQL (pid {postmaster}) outlived pg_ctl stop"
 
 
+def exported(printed: str) -> dict[str, str]:
+    """The `export NAME=value` lines of what `python -m flows.team env` printed, as a mapping."""
+    return {name: shlex.split(value)[0] for name, value in
+            re.findall(r"^export ([A-Z_]+)=(.+)$", printed, re.MULTILINE)}
+
+
 @dataclass
 class Team:
     """The tiny repo, registered with a PostgreSQL-backed server that two workers poll."""
@@ -102,6 +112,24 @@ class Team:
     repo: Path
     env: dict[str, str]
     logs: Path
+    csrf: dict[str, str] = field(default_factory=dict)
+
+    def headers(self, post: bool) -> dict[str, str]:
+        """The auth string, as every client sends it; for a POST, a CSRF token too, as
+        Prefect's clients fetch one from a server that checks them."""
+        auth = base64.b64encode(self.env["PREFECT_API_AUTH_STRING"].encode()).decode()
+        headers = {"Content-Type": "application/json", "Authorization": f"Basic {auth}"}
+        if post:
+            if not self.csrf:
+                client = str(uuid.uuid4())
+                request = urllib.request.Request(
+                    f"{self.env['PREFECT_API_URL']}/csrf-token?client={client}",
+                    headers=headers)
+                with urllib.request.urlopen(request, timeout=30) as response:
+                    token = json.load(response)["token"]
+                self.csrf.update({"Prefect-Csrf-Token": token, "Prefect-Csrf-Client": client})
+            headers.update(self.csrf)
+        return headers
 
     def prefect(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
         return run([str(BIN / "prefect"), *args], self.repo, env=self.env, check=check,
@@ -112,7 +140,7 @@ class Team:
         request = urllib.request.Request(
             f"{self.env['PREFECT_API_URL']}{path}", method="GET" if body is None else "POST",
             data=None if body is None else json.dumps(body).encode(),
-            headers={"Content-Type": "application/json"})
+            headers=self.headers(post=body is not None))
         with urllib.request.urlopen(request, timeout=30) as response:
             return json.load(response)
 
@@ -180,9 +208,17 @@ def team(reproduced: Reproduced, tmp_path: Path, postgres: str) -> Iterator[Team
     shared_sst2(tiny_repo)
     edit_params(tiny_repo, **{"flows.retries": 0})
     home = tmp_path / "prefect"
-    server, api_url = start_server(home, ServerParams(host=HOST, port=free_port()),
-                                   {"PREFECT_API_DATABASE_CONNECTION_URL": postgres})
-    env = {"PREFECT_API_URL": api_url, "PREFECT_HOME": str(home),
+    port = free_port()
+    # the team recipe's settings (docs/scaling.md): the server's, and every client's
+    printed = run([sys.executable, "-m", "flows.team", "env", "--url", f"http://{HOST}:{port}",
+                   "--auth-file", str(tmp_path / "auth")], tiny_repo).stdout
+    settings = exported(printed)
+    clients = {name: settings.pop(name) for name in ("PREFECT_API_URL", "PREFECT_API_AUTH_STRING")}
+    assert settings["PREFECT_SERVER_API_AUTH_STRING"] == clients["PREFECT_API_AUTH_STRING"]
+    server, api_url = start_server(home, ServerParams(host=HOST, port=port),
+                                   {"PREFECT_API_DATABASE_CONNECTION_URL": postgres, **settings})
+    assert api_url == clients["PREFECT_API_URL"]
+    env = {**clients, "PREFECT_HOME": str(home),
            "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "PREFECT_WORKER_QUERY_SECONDS": "1",
            # dvc.yaml's commands run `python`: this interpreter's
            "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
@@ -218,6 +254,15 @@ def team(reproduced: Reproduced, tmp_path: Path, postgres: str) -> Iterator[Team
 
 
 def test_two_workers_run_each_flow_run_once_and_take_turns_on_a_checkout(team: Team) -> None:
+    # the server answers no one without the auth string (its health check aside), and takes no
+    # POST without a CSRF token
+    flow_runs = f"{team.env['PREFECT_API_URL']}/flow_runs/filter"
+    for headers, refused in (({}, 401), ({**team.headers(post=False)}, 403)):
+        request = urllib.request.Request(flow_runs, data=b"{}", method="POST", headers=headers)
+        with pytest.raises(urllib.error.HTTPError) as err:
+            urllib.request.urlopen(request, timeout=30)
+        assert err.value.code == refused
+    assert team.api("/flow_runs/filter", {"limit": 1}) == []
     first, first_id = team.trigger("full-pipeline/team", "first")
     # the run takes the checkout's lock before its first stage: once that exists, it holds it
     wait_for(lambda: team.task_runs(first_id), "task run of the first flow run", timeout=180)

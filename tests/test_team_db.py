@@ -42,3 +42,35 @@ def test_the_command_line_reports_errors_without_a_traceback(tmp_path: Path) -> 
     with pytest.raises(SystemExit) as exit_:
         team.main(["db", "url", "--dir", str(tmp_path / "db")])
     assert str(exit_.value).startswith("error: no PostgreSQL runs in ")
+
+
+def test_the_auth_string_is_made_once_and_kept_private(tmp_path: Path) -> None:
+    path = tmp_path / "secrets" / "auth"
+    first = team.auth_string(path)
+    assert re.fullmatch(r"gpt1:[A-Za-z0-9_-]{32}", first)
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert team.auth_string(path) == first
+
+
+def test_env_prints_the_server_and_client_settings(tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    team.main(["env", "--url", "http://gpt1-server:4200", "--auth-file", str(tmp_path / "a")])
+    auth = (tmp_path / "a").read_text().strip()
+    assert capsys.readouterr().out.splitlines() == [
+        "# the server's machine, before `prefect server start`",
+        f"export PREFECT_SERVER_API_AUTH_STRING={auth}",
+        "export PREFECT_SERVER_CSRF_PROTECTION_ENABLED=true",
+        "export PREFECT_SERVER_UI_API_URL=http://gpt1-server:4200/api",
+        "# every teammate's shell, each worker, flows.serve",
+        "export PREFECT_API_URL=http://gpt1-server:4200/api",
+        f"export PREFECT_API_AUTH_STRING={auth}"]
+
+
+def test_env_refuses_an_address_without_a_port(tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as stop:
+        team.main(["env", "--url", "gpt1-server", "--auth-file", str(tmp_path / "a")])
+    assert stop.value.code == 2
+    assert capsys.readouterr().err == ("error: --url 'gpt1-server': give the server's address "
+                                       "as teammates reach it, http://host:port\n")
+    assert not (tmp_path / "a").exists()
