@@ -256,12 +256,15 @@ def team(reproduced: Reproduced, tmp_path: Path, postgres: str) -> Iterator[Team
 def test_two_workers_run_each_flow_run_once_and_take_turns_on_a_checkout(team: Team) -> None:
     # the server answers no one without the auth string (its health check aside), and takes no
     # POST without a CSRF token
-    flow_runs = f"{team.env['PREFECT_API_URL']}/flow_runs/filter"
-    for headers, refused in (({}, 401), ({**team.headers(post=False)}, 403)):
-        request = urllib.request.Request(flow_runs, data=b"{}", method="POST", headers=headers)
+    api = team.env["PREFECT_API_URL"]
+    for request, refused in (
+            (urllib.request.Request(f"{api}/admin/version"), 401),
+            (urllib.request.Request(f"{api}/flow_runs/filter", data=b"{}", method="POST",
+                                    headers=team.headers(post=False)), 403)):
         with pytest.raises(urllib.error.HTTPError) as err:
             urllib.request.urlopen(request, timeout=30)
         assert err.value.code == refused
+    assert team.api("/admin/version")
     assert team.api("/flow_runs/filter", {"limit": 1}) == []
     first, first_id = team.trigger("full-pipeline/team", "first")
     # the run takes the checkout's lock before its first stage: once that exists, it holds it
