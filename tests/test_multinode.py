@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -18,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import REPO, free_port
 from tests.test_ddp import LINKS, STEPS, _inputs, _written, assert_same_trajectory, one_process
 
 pytestmark = [pytest.mark.heavy, pytest.mark.usefixtures("one_torch_thread")]
@@ -67,12 +66,6 @@ def _node_folders(root: Path) -> None:
             path = root / node / link
             path.parent.mkdir(parents=True, exist_ok=True)
             path.symlink_to(root / target)
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _children(pid: int) -> list[int]:
@@ -171,7 +164,7 @@ def test_two_nodes_follow_the_one_process_trajectory(tmp_path: Path) -> None:
     the node without rank 0 writes nothing."""
     vocab = _inputs(tmp_path)
     _node_folders(tmp_path)
-    with _launch(tmp_path, "run", STAGE, _free_port()) as nodes:
+    with _launch(tmp_path, "run", STAGE, free_port()) as nodes:
         _finish(nodes)
     main, other = _rank0(nodes)
     assert_same_trajectory(main.folder, *one_process(tmp_path, vocab))
@@ -191,7 +184,7 @@ def test_both_nodes_killed_then_restarted_resume_from_the_shared_checkpoint(
     vocab = _inputs(tmp_path)
     _node_folders(tmp_path)
     (tmp_path / "hang.py").write_text(HANG)
-    port = _free_port()
+    port = free_port()
     with _launch(tmp_path, "killed", [str(tmp_path / "hang.py")], port) as nodes:
         _wait_for(lambda: all(node.says(HANGING) for node in nodes),
                   f"'{HANGING}' from both nodes", nodes, timeout=180)
