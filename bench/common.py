@@ -5,18 +5,38 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import shutil
 import statistics
 import subprocess
+import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpt1.atomic import atomic_file
-from gpt1.machine import machine, machine_line  # bench.pages reads the line from here too
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 
+from gpt1.atomic import atomic_file
+from gpt1.config import Params, load_params
+from gpt1.machine import machine, machine_line  # bench.pages reads the line from here too
+from gpt1.presets.edit import apply_preset
+
+REPO = Path(__file__).resolve().parents[1]
 RESULTS = Path(__file__).parent / "results"
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+DATA = REPO.parent / "shared" / "data"
+
+
+def preset_params(preset: str | None) -> Params:
+    """params.yaml, with preset `preset` applied as `gpt1 preset` applies it (none: as it is)."""
+    if preset is None:
+        return load_params(REPO / "params.yaml")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "params.yaml"
+        shutil.copy(REPO / "params.yaml", path)
+        apply_preset(preset, path)
+        return load_params(path)
 
 
 def parser(description: str) -> argparse.ArgumentParser:
@@ -114,3 +134,17 @@ def publish(tables: list[Table], out_dir: Path, name: str, settings: dict[str, A
         tmp.write_text(json.dumps(result, indent=2) + "\n")
     print(f"written {path}")
     return path
+
+
+def write_encoded(path: Path, examples: list[list[list[int]]], targets: np.ndarray) -> None:
+    """A task's encoded examples (token ids per sequence of each example) and their targets, in
+    one Parquet file: what a GPU machine without spaCy reads instead of cleaning the text."""
+    table = pa.table({"sequences": pa.array(examples, type=pa.list_(pa.list_(pa.int32()))),
+                      "target": pa.array(targets)})
+    pq.write_table(table, path)
+
+
+def read_encoded(path: Path) -> tuple[list[list[list[int]]], np.ndarray]:
+    """What `write_encoded` wrote."""
+    table = pq.read_table(path)
+    return table.column("sequences").to_pylist(), np.array(table.column("target"))

@@ -34,7 +34,6 @@ from __future__ import annotations
 import logging
 import resource
 import shutil
-import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -43,14 +42,21 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 import torch
 
 from bench import generate, train_step
-from bench.common import Table, median, parser, publish
+from bench.common import (
+    REPO,
+    Table,
+    median,
+    parser,
+    preset_params,
+    publish,
+    read_encoded,
+    write_encoded,
+)
 from gpt1.atomic import atomic_dir
-from gpt1.config import Params, load_params
+from gpt1.config import Params
 from gpt1.corpus.bpe import GPT1Tokenizer
 from gpt1.corpus.shards import read_verified_split, unigram_loss
 from gpt1.corpus.text import TextCleaner
@@ -60,7 +66,6 @@ from gpt1.downstream.readers import read_task_split
 from gpt1.downstream.transforms import encode_examples
 from gpt1.model.heads import TaskModel
 from gpt1.model.transformer import GPT1
-from gpt1.presets.edit import apply_preset
 from gpt1.records import write_record
 from gpt1.training.device import placement, resolve_compile, resolve_device
 from gpt1.training.finetune import finetune, majority_class, predict
@@ -68,7 +73,6 @@ from gpt1.training.pretrain import WindowSampler, evaluate, pretrain
 from gpt1.training.pretrain_job import model_config, read_manifest
 from tasks.paths import BPE_DIR, SHARDS_DIR
 
-REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "gpt1" / "sample_data"
 PRESET = "paper"
 TASK = "sst2"
@@ -111,11 +115,7 @@ def measured(device: torch.device) -> Iterator[Peak]:
 def paper_params(tiny: bool, device: str) -> Params:
     """params.yaml with the paper preset applied as `gpt1 preset paper` applies it, on
     `device`; --tiny shrinks the model and the batch."""
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "params.yaml"
-        shutil.copy(REPO / "params.yaml", path)
-        apply_preset(PRESET, path)
-        params = load_params(path)
+    params = preset_params(PRESET)
     pretrain_knobs = {"device": device}
     finetune_knobs = {"device": device, "epochs": 1}
     if tiny:
@@ -141,19 +141,21 @@ class Check:
                        **cells)
 
 
-def check_train_step(check: Check, tiny: bool, repeats: int, compiled: bool) -> None:
+def check_train_step(check: Check, tiny: bool, repeats: int, compiled: bool,
+                     profile: bool) -> list[Table]:
     """`bench.train_step` at the paper preset's sizes (random tokens); with `compiled`, both
-    sides compiled too (`--compile`)."""
+    sides compiled too (`--compile`); with `profile`, its profile table, which it returns."""
     setup = train_step.make_setup(None if tiny else PRESET, str(check.device), "auto", tiny,
                                   steps=10, warmup=3, compiled=compiled)
     with measured(check.device) as peak:
-        tables, result = train_step.run(setup, repeats, curve_steps=0)
+        tables, result = train_step.run(setup, repeats, curve_steps=0, profile=profile)
     rows = tables[0].rows
     for row in rows:
         check.add("train step", f"{row['model']} ({row['dtype']})", peak,
                   rate=row["tokens/s"], unit="tokens/s", **{"MFU %": row["MFU %"]},
                   result=f"{row['ratio']:.2f}x the fastest transformers")
     check.figures["train_step"] = result
+    return tables[1:]
 
 
 def _first_shards(listed: list[dict[str, Any]], max_tokens: int | None) -> list[dict[str, Any]]:
@@ -164,17 +166,6 @@ def _first_shards(listed: list[dict[str, Any]], max_tokens: int | None) -> list[
             break
         kept.append(entry)
     return kept
-
-
-def _write_encoded(path: Path, examples: list[list[list[int]]], targets: np.ndarray) -> None:
-    table = pa.table({"sequences": pa.array(examples, type=pa.list_(pa.list_(pa.int32()))),
-                      "target": pa.array(targets)})
-    pq.write_table(table, path)
-
-
-def _read_encoded(path: Path) -> tuple[list[list[list[int]]], np.ndarray]:
-    table = pq.read_table(path)
-    return table.column("sequences").to_pylist(), np.array(table.column("target"))
 
 
 def prepare(bundle: Path, shards: Path, bpe: Path, params: Params, root: Path,
@@ -202,7 +193,7 @@ def prepare(bundle: Path, shards: Path, bpe: Path, params: Params, root: Path,
         cleaner, family = TextCleaner(), family_of(task)
         for split in ("train", "dev"):
             table = read_task_split(task, root, split)
-            _write_encoded(tmp / TASK / f"{split}.parquet",
+            write_encoded(tmp / TASK / f"{split}.parquet",
                            encode_examples(task, table, tokenizer, cleaner, params.model.n_ctx),
                            family.targets(task, table))
 
@@ -254,7 +245,7 @@ def check_finetuning(check: Check, params: Params, trunk: GPT1, tokenizer: GPT1T
     all for None), then its dev accuracy beside the majority class's."""
     task = params.tasks[TASK]
     cfg = params.finetune.for_task(task, params.finetune.seeds[0])
-    (train_x, train_y), (dev_x, dev_y) = (_read_encoded(bundle / TASK / f"{split}.parquet")
+    (train_x, train_y), (dev_x, dev_y) = (read_encoded(bundle / TASK / f"{split}.parquet")
                                           for split in ("train", "dev"))
     train_x, train_y = train_x[:examples], train_y[:examples]
     family = family_of(task)
@@ -316,6 +307,9 @@ def main(argv: list[str] | None = None) -> Path:
                    help=f"pretraining steps (default {STEPS}; {TINY_STEPS} with --tiny)")
     p.add_argument("--examples", type=int, default=None,
                    help=f"SST-2 training sentences (default: all; {TINY_EXAMPLES} with --tiny)")
+    p.add_argument("--profile", action="store_true",
+                   help="also profile the train step's sides (bench.train_step --profile): "
+                        "where each one's step time goes, and its costliest ops in the JSON")
     args = p.parse_args(argv)
     device = resolve_device(args.device)
     params = paper_params(args.tiny, str(device))
@@ -330,7 +324,7 @@ def main(argv: list[str] | None = None) -> Path:
     check = Check(device)
     compiled = resolve_compile({"auto": "auto", "true": True, "false": False}[args.compile],
                                device)
-    check_train_step(check, args.tiny, args.repeats, compiled)
+    profiled = check_train_step(check, args.tiny, args.repeats, compiled, args.profile)
     tokenizer, train, val = load_shards(args.bundle)
     model = check_pretraining(check, params, tokenizer, train, val, steps)
     check_finetuning(check, params, model, tokenizer, args.bundle, examples)
@@ -348,7 +342,7 @@ def main(argv: list[str] | None = None) -> Path:
     settings = {"device": str(device), "tiny": args.tiny, "repeats": args.repeats,
                 "steps": steps, "examples": examples, "bundle": str(args.bundle),
                 **check.figures}
-    return publish([check.table], args.out, "device_check", settings)
+    return publish([check.table, *profiled], args.out, "device_check", settings)
 
 
 if __name__ == "__main__":

@@ -9,9 +9,13 @@ clipping and learning-rate schedule; evaluation in batches of the dev set's orde
 to its longest. Both start from the same weights, see the same encoded inputs (our
 `encode_examples`: start, delimiter and extract tokens; a sequence per choice) and compute on
 one device in one precision: params.yaml's finetune.train.device and .precision, or `--device`
-and `--precision` (auto: bf16 autocast where native, else fp32).
+and `--precision` (auto: bf16 autocast where native, else fp32). The model is params.yaml's, or
+a preset's with `--preset` (paper: 12 layers x 768).
 
-    python -m bench.finetune_transformers --device cuda --precision auto
+    python -m bench.finetune_transformers --device cuda --precision auto --preset paper
+    # for a GPU machine without spaCy: the tasks cleaned and encoded here, in one folder
+    python -m bench.finetune_transformers --preset paper --prepare .ftdata
+    python -m bench.finetune_transformers --device cuda --bundle .ftdata   # there
 
 The double-heads model's multiple-choice head is ours: dropout and a linear layer on the extract
 token's state (`mc_token_ids`), one scalar per choice, a softmax over the choices. A classifier
@@ -21,6 +25,7 @@ is the same head on one "choice" with an output per label.
 from __future__ import annotations
 
 import copy
+import json
 import math
 import statistics
 import time
@@ -36,8 +41,19 @@ from torch import nn
 from torch.nn.utils.rnn import pad_sequence
 from transformers import OpenAIGPTConfig, OpenAIGPTDoubleHeadsModel
 
-from bench.common import DATA, Table, alternate, median, parser, publish
+from bench.common import (
+    DATA,
+    Table,
+    alternate,
+    median,
+    parser,
+    preset_params,
+    publish,
+    read_encoded,
+    write_encoded,
+)
 from bench.finetune import ROOT, SAMPLE, TARGET, Data, Side, Sizes, load_data, sizes
+from gpt1.atomic import atomic_dir
 from gpt1.config import FinetuneTrainParams, Params, Precision, TaskParams, load_params
 from gpt1.corpus.bpe import GPT1Tokenizer, train_bpe
 from gpt1.corpus.text import TextCleaner
@@ -74,6 +90,29 @@ def load_choice_data(params: Params, root: Path, s: Sizes) -> Data:
     family = family_of(task)
     return Data(encode_examples(task, train, tok, cleaner, s.n_ctx), family.targets(task, train),
                 encode_examples(task, dev, tok, cleaner, s.n_ctx), family.targets(task, dev), tok)
+
+
+def save_bundle(folder: Path, data: dict[str, Data], task_sizes: dict[str, Sizes]) -> None:
+    """Each task's encoded splits, its tokenizer and its sizes under `folder/<task>/`."""
+    with atomic_dir(folder) as tmp:
+        for name, d in data.items():
+            (tmp / name).mkdir()
+            d.tok.backend.save(str(tmp / name / "tokenizer.json"))
+            write_encoded(tmp / name / "train.parquet", d.train, d.train_targets)
+            write_encoded(tmp / name / "dev.parquet", d.dev, d.dev_targets)
+            (tmp / name / "sizes.json").write_text(json.dumps(asdict(task_sizes[name])) + "\n")
+
+
+def load_bundle(folder: Path) -> tuple[dict[str, Data], dict[str, Sizes]]:
+    """What `save_bundle` wrote: the data and the sizes it was prepared for."""
+    data, task_sizes = {}, {}
+    for name in (CLASSIFICATION, CHOICE):
+        (train, train_y), (dev, dev_y) = (read_encoded(folder / name / f"{split}.parquet")
+                                          for split in ("train", "dev"))
+        data[name] = Data(train, train_y, dev, dev_y,
+                          GPT1Tokenizer.load(folder / name / "tokenizer.json"))
+        task_sizes[name] = Sizes(**json.loads((folder / name / "sizes.json").read_text()))
+    return data, task_sizes
 
 
 def initial_model(task: TaskParams, cfg: FinetuneTrainParams, s: Sizes, vocab_size: int,
@@ -248,15 +287,14 @@ def noise_note(title: str, sides: dict[str, Side], n_dev: int) -> str:
 
 
 def main(argv: list[str] | None = None) -> Path:
-    params = load_params(ROOT / "params.yaml")
-    knobs = params.finetune.train
+    knobs = load_params(ROOT / "params.yaml").finetune.train
     p = parser(__doc__.splitlines()[0])
     p.add_argument("--device", default=knobs.device,
                    help=f"auto | cpu | cuda | cuda:N, for both sides (default: params.yaml's "
                         f"finetune.train.device, {knobs.device})")
-    p.add_argument("--precision", default=knobs.precision, choices=get_args(Precision),
-                   help=f"for both sides (default: params.yaml's finetune.train.precision, "
-                        f"{knobs.precision})")
+    p.add_argument("--precision", default=None, choices=get_args(Precision),
+                   help=f"for both sides (default: finetune.train.precision of params.yaml, "
+                        f"{knobs.precision}, or of --preset's)")
     p.add_argument("--train-examples", type=int, default=1000,
                    help="SST-2 training sentences fine-tuned on for one epoch")
     p.add_argument("--choice-examples", type=int, default=400,
@@ -264,16 +302,37 @@ def main(argv: list[str] | None = None) -> Path:
     p.add_argument("--dev-examples", type=int, default=500, help="dev examples scored per task")
     p.add_argument("--seeds", type=int, default=3,
                    help="seeds the accuracy is compared over (rounds: max(repeats, seeds))")
+    p.add_argument("--preset", default=None,
+                   help="params.yaml with a gpt1 preset applied (e.g. paper: its model, batch "
+                        "and learning rate)")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--prepare", type=Path, metavar="BUNDLE",
+                       help="write the tasks cleaned and encoded (and their sizes) to this "
+                            "folder, then stop: a GPU machine runs from it without spaCy")
+    where.add_argument("--bundle", type=Path,
+                       help="run from a folder --prepare wrote (its sizes, not the options')")
     args = p.parse_args(argv)
-    place = placement(args.device, args.precision)
-    root = SAMPLE if args.tiny else DATA
-    base = sizes(params, args.tiny, args.train_examples)
-    if not args.tiny:
-        base = replace(base, dev_examples=args.dev_examples)
-    choice = base if args.tiny else replace(base, train_examples=args.choice_examples)
-    task_sizes = {CLASSIFICATION: base, CHOICE: choice}
-    data = {CLASSIFICATION: load_data(params, root, task_sizes[CLASSIFICATION]),
-            CHOICE: load_choice_data(params, root, task_sizes[CHOICE])}
+    params = preset_params(args.preset)
+    knobs = params.finetune.train
+    precision = args.precision or knobs.precision
+    if args.bundle is not None:
+        data, task_sizes = load_bundle(args.bundle)
+    else:
+        root = SAMPLE if args.tiny else DATA
+        base = sizes(params, args.tiny, args.train_examples)
+        if not args.tiny:
+            base = replace(base, dev_examples=args.dev_examples)
+        choice = base if args.tiny else replace(base, train_examples=args.choice_examples)
+        task_sizes = {CLASSIFICATION: base, CHOICE: choice}
+        data = {CLASSIFICATION: load_data(params, root, task_sizes[CLASSIFICATION]),
+                CHOICE: load_choice_data(params, root, task_sizes[CHOICE])}
+        if args.prepare is not None:
+            save_bundle(args.prepare, data, task_sizes)
+            print(f"written {args.prepare}: carry it beside the checkout and run "
+                  f"`python -m bench.finetune_transformers --bundle {args.prepare}` there")
+            return args.prepare
+    base = task_sizes[CLASSIFICATION]
+    place = placement(args.device, precision)
     rounds = max(args.repeats, args.seeds)
     rates = Table("fine-tuning examples/s (median)",
                   ["task", "phase", "ours", "transformers", "ratio", "target"])
@@ -285,7 +344,7 @@ def main(argv: list[str] | None = None) -> Path:
         # eager on both sides: each round times one epoch of a fresh model, which a compiled
         # step would spend much of compiling
         cfg = cfg.model_copy(update={"epochs": 1, "device": args.device,
-                                     "precision": args.precision, "compile": False})
+                                     "precision": precision, "compile": False})
         sides = measure(task, d, cfg, task_sizes[name], params.model.dropout, rounds, place)
         for phase in ("train", "eval"):
             ours, ref = (median(getattr(sides[side], f"{phase}_rate")) for side in SIDES)
@@ -300,7 +359,7 @@ def main(argv: list[str] | None = None) -> Path:
     rates.notes = [
         f"median of {rounds} alternating rounds, each from its own seed; 1 epoch, batch "
         f"{knobs.batch_size}, lm_coef {knobs.lm_coef}, lr {knobs.lr}; on {place.device} in "
-        f"{str(place.dtype).removeprefix('torch.')} (precision {args.precision}; the same for "
+        f"{str(place.dtype).removeprefix('torch.')} (precision {precision}; the same for "
         "both), both eager (an epoch timed from a fresh model would time its compilation)",
         "ours: the stage's finetune + predict (length-bucketed batches, length-sorted eval); "
         "transformers: OpenAIGPTDoubleHeadsModel in a plain loop, random batches padded to "
@@ -315,7 +374,9 @@ def main(argv: list[str] | None = None) -> Path:
                 "repeats": args.repeats, "seeds": args.seeds, "rounds": rounds,
                 "tiny": args.tiny, "epochs": 1, "batch_size": knobs.batch_size,
                 "seed": params.finetune.seeds[0], "device": str(place.device),
-                "precision": args.precision, "dtype": str(place.dtype).removeprefix("torch.")}
+                "precision": precision, "preset": args.preset,
+                "bundle": None if args.bundle is None else str(args.bundle),
+                "dtype": str(place.dtype).removeprefix("torch.")}
     return publish([rates, quality], args.out, "finetune_transformers", settings)
 
 

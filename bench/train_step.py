@@ -42,6 +42,7 @@ from gpt1.training.pretrain import WindowSampler, pretrain
 REPO = Path(__file__).resolve().parents[1]
 CURVE_STEPS = 200
 PEAK_SECONDS = 3.0  # of repeated large matmuls, the fastest of which is the peak
+TOP_OPS = 30  # rows of each side's costliest ops in the JSON (--profile)
 TINY_MODEL = {"n_ctx": 32, "n_embd": 64, "n_layer": 2, "n_head": 2, "dropout": 0.1}
 
 
@@ -190,14 +191,19 @@ def sides(setup: Setup, dtype: torch.dtype) -> dict[str, Side]:
     return runs
 
 
-def profile_table(setup: Setup, runs: dict[str, Side],
-                  device: torch.device) -> tuple[Table, dict[str, dict[str, float]]]:
-    """One profiled run of each side: milliseconds per step in each category, and its share."""
+def profile_table(setup: Setup, runs: dict[str, Side], device: torch.device
+                  ) -> tuple[Table, dict[str, dict[str, float]], dict[str, str]]:
+    """One profiled run of each side: milliseconds per step in each category, and its share;
+    and each side's costliest ops and kernels, as torch.profiler prints them."""
     steps: dict[str, dict[str, float]] = {}
+    top_ops: dict[str, str] = {}
     for name, side in runs.items():
         profiler = step_profiler(device)
         clock = side.run(StepClock(setup.warmup, setup.steps, profiler))
         steps[name] = breakdown(profiler.events(), clock.seconds, setup.steps, device)
+        top_ops[name] = profiler.key_averages().table(
+            sort_by=f"self_{'device' if device.type == 'cuda' else 'cpu'}_time_total",
+            row_limit=TOP_OPS, max_name_column_width=80)
     table = Table("profile: milliseconds per step",
                   ["category", *(f"{name} {unit}" for name in runs for unit in ("ms", "%"))])
     for cat in CATEGORIES:
@@ -209,7 +215,7 @@ def profile_table(setup: Setup, runs: dict[str, Side],
     table.notes.append(f"one run of each under torch.profiler, {setup.steps} steps after "
                        f"{setup.warmup} warm-up steps (the profiler slows small ops: the timings "
                        "above are measured without it)")
-    return table, steps
+    return table, steps, top_ops
 
 
 def loss_curves(setup: Setup, steps: int) -> dict[str, list[float]]:
@@ -264,7 +270,8 @@ def run(setup: Setup, repeats: int, curve_steps: int | None,
                               "peak_flops": peak[dtype]}
     tables = [table]
     if profile:
-        profiled, result["profile_ms_per_step"] = profile_table(setup, runs, device)
+        profiled, result["profile_ms_per_step"], result["profile_top_ops"] = profile_table(
+            setup, runs, device)
         tables.append(profiled)
     if curve_steps is None:
         curve_steps = CURVE_STEPS if dtype == torch.bfloat16 else 0

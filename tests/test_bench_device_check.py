@@ -14,9 +14,11 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+import torch
 from packaging.requirements import Requirement
 
 from bench import device_check, device_wheels
+from gpt1.training.device import resolve_dtype
 from tests.token_shards import write_token_shards
 
 REPO = Path(__file__).resolve().parents[1]
@@ -27,17 +29,24 @@ def test_tiny_check_runs_every_part_from_a_bundle(reproduced_once, tmp_path: Pat
     repo, bundle = reproduced_once.repo, tmp_path / "bundle"
     device_check.main(["--tiny", "--prepare", str(bundle), "--shards", str(repo / "data/shards"),
                        "--bpe", str(repo / "artifacts/bpe")])
-    written = device_check.main(["--tiny", "--device", "cpu", "--repeats", "1",
+    written = device_check.main(["--tiny", "--device", "cpu", "--repeats", "1", "--profile",
                                  "--bundle", str(bundle), "--out", str(tmp_path)])
     result = json.loads(written.read_text())
-    (table,) = result["tables"]
+    table, profiled = result["tables"]
     rows = table["rows"]
     parts = [row["part"] for row in rows]
     assert parts[-3:] == ["fine-tuning", "generation", "generation"]
     assert set(parts[:-4]) == {"train step"} and parts[-4] == "pretraining"
-    # on the CPU `--compile auto` times the eager sides (bench.train_step's tests compile)
+    # on the CPU `--compile auto` times the eager sides (bench.train_step's tests compile), in
+    # bf16 where this CPU computes it natively
+    dtype = str(resolve_dtype("auto", torch.device("cpu"))).removeprefix("torch.")
+    sides = ["ours", "transformers float32", *([f"transformers {dtype}"] * (dtype != "float32"))]
     assert [row["run"] for row in rows if row["part"] == "train step"] == [
-        "ours (bfloat16)", "transformers float32 (float32)", "transformers bfloat16 (bfloat16)"]
+        f"{side} ({'float32' if 'float32' in side else dtype})" for side in sides]
+    # --profile: the train step's profile of each side, and its costliest ops
+    assert profiled["rows"][-1]["category"] == "step"
+    assert all(profiled["rows"][-1][f"{side} ms"] > 0 for side in sides)
+    assert sorted(result["settings"]["train_step"]["profile_top_ops"]) == sorted(sides)
     for row in rows:
         assert math.isfinite(row["rate"]) and row["rate"] > 0, row
         assert row["peak GiB"] > 0 and row["seconds"] > 0, row

@@ -74,12 +74,29 @@ def test_reference_predicts_as_ours(task_name: str) -> None:
     assert np.array_equal(theirs.argmax(axis=1), ours.argmax(axis=1))
 
 
-def test_finetune_transformers_tiny(tmp_path: Path) -> None:
-    path = ft.main(["--tiny", "--device", "cpu", "--precision", "fp32", "--repeats", "1",
-                    "--seeds", "1", "--out", str(tmp_path)])
+def test_finetune_transformers_tiny_from_a_bundle(tmp_path: Path) -> None:
+    """--prepare writes the tasks as the run would encode them (what a GPU machine without spaCy
+    runs from), and the run from that bundle ends in both tables."""
+    bundle = tmp_path / "bundle"
+    assert ft.main(["--tiny", "--prepare", str(bundle)]) == bundle
+    data, task_sizes = ft.load_bundle(bundle)
+    params = load_params(ROOT / "params.yaml")
+    tiny = ft.sizes(params, tiny=True, train_examples=0)
+    assert task_sizes == {ft.CLASSIFICATION: tiny, ft.CHOICE: tiny}
+    expected = {ft.CLASSIFICATION: ft.load_data(params, ft.SAMPLE, tiny),
+                ft.CHOICE: ft.load_choice_data(params, ft.SAMPLE, tiny)}
+    for name, d in data.items():
+        assert (d.train, d.dev) == (expected[name].train, expected[name].dev)
+        assert np.array_equal(d.train_targets, expected[name].train_targets)
+        assert np.array_equal(d.dev_targets, expected[name].dev_targets)
+        assert d.tok.backend.get_vocab() == expected[name].tok.backend.get_vocab()
+
+    path = ft.main(["--bundle", str(bundle), "--device", "cpu", "--precision", "fp32",
+                    "--repeats", "1", "--seeds", "1", "--out", str(tmp_path)])
     result = json.loads(path.read_text())
+    assert result["settings"]["bundle"] == str(bundle)
     assert path.name == "finetune_transformers.json"
-    assert result["benchmark"] == "finetune_transformers" and result["settings"]["tiny"]
+    assert result["benchmark"] == "finetune_transformers"
     settings = result["settings"]
     assert (settings["device"], settings["precision"], settings["dtype"]) == (
         "cpu", "fp32", "float32")

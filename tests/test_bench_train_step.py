@@ -35,6 +35,10 @@ def test_train_step_bench_writes_its_table(tmp_path: Path) -> None:
         shares = [row[f"{side} %"] for row in profiled["rows"][:-1]]
         assert sum(shares) == pytest.approx(100.0)
         assert step[f"{side} ms"] > 0
+    # and each side's costliest ops as torch.profiler lists them, its step's matmuls among them
+    top_ops = result["settings"]["profile_top_ops"]
+    assert sorted(top_ops) == sorted(["ours", *rows])
+    assert all("Self CPU" in text and "aten::" in text for text in top_ops.values())
     curves = result["settings"]["curves"]
     assert len(curves["fp32"]) == len(curves["bf16"]) == 4
     # bf16 autocast starts from the same weights and batch: the first losses nearly agree
