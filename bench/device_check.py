@@ -83,6 +83,7 @@ STEPS = 300  # pretraining steps: 9.8M tokens at the paper's batch, a minute on 
 MAX_TOKENS = 20_000_000  # training tokens a bundle keeps: 40 MB of uint16 shards
 # val batches scored before and after pretraining (the loop's rate counts the one after)
 EVAL_BATCHES = 8
+log = logging.getLogger(__name__)
 COLUMNS = ["part", "run", "rate", "unit", "MFU %", "result", "peak GiB", "seconds"]
 
 
@@ -137,8 +138,10 @@ class Check:
     figures: dict[str, Any] = field(default_factory=dict)
 
     def add(self, part: str, run: str, peak: Peak, **cells: Any) -> None:
-        self.table.add(part=part, run=run, **{"peak GiB": peak.gib, "seconds": peak.seconds},
-                       **cells)
+        row = {"part": part, "run": run, **cells, "peak GiB": peak.gib, "seconds": peak.seconds}
+        self.table.add(**row)
+        # as each part ends, so that a check cut short still shows the parts it finished
+        log.info("%s", " | ".join(f"{key} {value}" for key, value in row.items()))
 
 
 def check_train_step(check: Check, tiny: bool, repeats: int, compiled: bool,
