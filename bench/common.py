@@ -147,4 +147,5 @@ def write_encoded(path: Path, examples: list[list[list[int]]], targets: np.ndarr
 def read_encoded(path: Path) -> tuple[list[list[list[int]]], np.ndarray]:
     """What `write_encoded` wrote."""
     table = pq.read_table(path)
-    return table.column("sequences").to_pylist(), np.array(table.column("target"))
+    # a copy: Arrow's buffer is read-only, and torch warns on tensors made from such arrays
+    return table.column("sequences").to_pylist(), table.column("target").to_numpy().copy()

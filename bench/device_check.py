@@ -84,6 +84,7 @@ MAX_TOKENS = 20_000_000  # training tokens a bundle keeps: 40 MB of uint16 shard
 # val batches scored before and after pretraining (the loop's rate counts the one after)
 EVAL_BATCHES = 8
 log = logging.getLogger(__name__)
+PARTS = ("train-step", "pretraining", "finetuning", "generation")
 COLUMNS = ["part", "run", "rate", "unit", "MFU %", "result", "peak GiB", "seconds"]
 
 
@@ -313,7 +314,15 @@ def main(argv: list[str] | None = None) -> Path:
     p.add_argument("--profile", action="store_true",
                    help="also profile the train step's sides (bench.train_step --profile): "
                         "where each one's step time goes, and its costliest ops in the JSON")
+    p.add_argument("--parts", default=",".join(PARTS),
+                   help=f"which parts to run, comma-separated (default: all of {','.join(PARTS)}; "
+                        "finetuning starts from pretraining's model, so it needs it)")
     args = p.parse_args(argv)
+    parts = args.parts.split(",")
+    if unknown := sorted(set(parts) - set(PARTS)):
+        p.error(f"--parts: unknown {unknown}; the parts are {','.join(PARTS)}")
+    if "finetuning" in parts and "pretraining" not in parts:
+        p.error("--parts: finetuning starts from pretraining's model: name pretraining too")
     device = resolve_device(args.device)
     params = paper_params(args.tiny, str(device))
     if args.prepare is not None:
@@ -327,11 +336,15 @@ def main(argv: list[str] | None = None) -> Path:
     check = Check(device)
     compiled = resolve_compile({"auto": "auto", "true": True, "false": False}[args.compile],
                                device)
-    profiled = check_train_step(check, args.tiny, args.repeats, compiled, args.profile)
-    tokenizer, train, val = load_shards(args.bundle)
-    model = check_pretraining(check, params, tokenizer, train, val, steps)
-    check_finetuning(check, params, model, tokenizer, args.bundle, examples)
-    check_generation(check, args.tiny, args.repeats)
+    profiled = (check_train_step(check, args.tiny, args.repeats, compiled, args.profile)
+                if "train-step" in parts else [])
+    if "pretraining" in parts:
+        tokenizer, train, val = load_shards(args.bundle)
+        model = check_pretraining(check, params, tokenizer, train, val, steps)
+        if "finetuning" in parts:
+            check_finetuning(check, params, model, tokenizer, args.bundle, examples)
+    if "generation" in parts:
+        check_generation(check, args.tiny, args.repeats)
     check.table.notes += [
         f"on {device}; train step and generation: median of {args.repeats} alternating "
         "repetitions on random tokens and weights; pretraining and fine-tuning: one run each, "
@@ -342,7 +355,7 @@ def main(argv: list[str] | None = None) -> Path:
         + "; the train step's rows share one, the largest of its sides",
         "targets (issue 28, on an H100/H200): train step MFU >= 50% and >= 2.5x the fastest "
         "transformers; fine-tuning >= 2x transformers (bench.finetune_transformers)"]
-    settings = {"device": str(device), "tiny": args.tiny, "repeats": args.repeats,
+    settings = {"device": str(device), "tiny": args.tiny, "repeats": args.repeats, "parts": parts,
                 "steps": steps, "examples": examples, "bundle": str(args.bundle),
                 **check.figures}
     return publish([check.table, *profiled], args.out, "device_check", settings)

@@ -121,7 +121,8 @@ def _device_name(name: str) -> str:
 
 Device = Annotated[str, AfterValidator(_device_name)]
 Precision = Literal["auto", "fp32", "bf16"]
-# torch.compile the training step: auto on CUDA only (`gpt1.training.device.resolve_compile`)
+# torch.compile the training step: auto on CUDA for pretraining only
+# (`gpt1.training.device.resolve_compile`)
 Compile = Literal["auto"] | bool
 
 

@@ -134,3 +134,14 @@ def test_its_wheels_are_all_it_needs_beyond_torch_and_transformers() -> None:
     there = _requirements(["torch", "transformers", *device_wheels.ALREADY_THERE])
     assert imported - {"gpt1"} <= there | wheels, "carry these too"
     assert wheels <= _requirements(sorted(imported & wheels)), "a wheel it never needs"
+
+
+@pytest.mark.parametrize("parts", ["finetuning,generation", "train-step,warmup"])
+def test_parts_that_cannot_run_are_refused(parts: str, tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """Fine-tuning without the pretraining it starts from, or a part that does not exist: a
+    usage error (exit 2) before anything runs."""
+    with pytest.raises(SystemExit) as stop:
+        device_check.main(["--tiny", "--bundle", str(tmp_path), "--parts", parts])
+    assert stop.value.code == 2
+    assert "--parts:" in capsys.readouterr().err

@@ -39,10 +39,12 @@ def test_resolve_dtype(monkeypatch: pytest.MonkeyPatch) -> None:
     assert resolve_dtype("bf16", cpu) == torch.bfloat16
 
 
-def test_auto_compiles_on_cuda_only() -> None:
+def test_auto_compiles_fixed_shapes_on_cuda_only() -> None:
     cpu, cuda = torch.device("cpu"), torch.device("cuda:1")
     assert resolve_compile("auto", cuda) and not resolve_compile("auto", cpu)
+    assert not resolve_compile("auto", cuda, shapes_vary=True)
     assert resolve_compile(True, cpu) and not resolve_compile(False, cuda)
+    assert resolve_compile(True, cuda, shapes_vary=True)
 
 
 def test_placement_pairs_the_device_with_its_dtype(monkeypatch: pytest.MonkeyPatch) -> None:

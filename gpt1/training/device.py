@@ -42,12 +42,16 @@ def resolve_dtype(precision: str, device: torch.device) -> torch.dtype:
     return {"fp32": torch.float32, "bf16": torch.bfloat16}[precision]
 
 
-def resolve_compile(setting: Compile, device: torch.device) -> bool:
-    """Whether a training loop runs its step through `torch.compile`: `auto` does on CUDA, where
-    the compiled step is faster, and not on the CPU, where it measured slower than eager (and
-    our CPU dropout's numpy masks break the graph into many pieces, each compiled apart)."""
+def resolve_compile(setting: Compile, device: torch.device, shapes_vary: bool = False) -> bool:
+    """Whether a training loop runs its step through `torch.compile`: `auto` does on CUDA for a
+    step of fixed shapes (pretraining), where the compiled step is faster, and not on the CPU,
+    where it measured slower than eager (and our CPU dropout's numpy masks break the graph into
+    many pieces, each compiled apart). A step whose shapes vary by batch (`shapes_vary`:
+    fine-tuning, each batch padded to its own longest example) stays eager under `auto`: its
+    dynamic-shape compile of the paper's model ran over 90 s on an H200 without finishing its
+    first step, longer than most of the paper's tasks take to fine-tune eagerly there."""
     if setting == "auto":
-        return device.type == "cuda"
+        return device.type == "cuda" and not shapes_vary
     return setting
 
 

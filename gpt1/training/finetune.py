@@ -114,7 +114,7 @@ def finetune(model: TaskModel, examples: list[list[list[int]]], targets: np.ndar
                                 "linear")
     state = TrainingState(model, optimizer, scheduler)
     train_step = TrainStep(place, cfg.grad_clip, "finetune")
-    compiled = resolve_compile(cfg.compile, place.device)
+    compiled = resolve_compile(cfg.compile, place.device, shapes_vary=True)
     # batches differ in width (each padded to its longest) and the last in size: dynamic shapes
     task_loss = torch.compile(_task_loss, dynamic=True) if compiled else _task_loss
     if compiled:
