@@ -117,22 +117,26 @@ def provenance() -> dict[str, Any]:
 
 
 def publish(tables: list[Table], out_dir: Path, name: str, settings: dict[str, Any],
-            code: dict[str, Any] | None = None) -> Path:
-    """Print the machine's line and `tables`, and write them with `settings`, the machine, the
-    commit and the date to `out_dir/<name>.json`: figures compare only with figures of the same
-    capability, and `python -m bench.pages` puts them on docs/benchmarks.md. `code` replaces
-    this checkout's `provenance()` where the code measured is another's (a clone's)."""
+            code: dict[str, Any] | None = None, show: bool = True) -> Path:
+    """Print the machine's line and `tables` (unless not `show`), and write them with
+    `settings`, the machine, the commit and the date to `out_dir/<name>.json`: figures compare
+    only with figures of the same capability, and `python -m bench.pages` puts them on
+    docs/benchmarks.md. `code` replaces this checkout's `provenance()` where the code measured is
+    another's (a clone's). A benchmark that runs in parts publishes after each, so that one cut
+    short (a GPU lease's time limit) keeps what it measured."""
     info = machine()
-    print(machine_line(info), end="\n\n")
-    for table in tables:
-        print(table.render(), end="\n\n", flush=True)
+    if show:
+        print(machine_line(info), end="\n\n")
+        for table in tables:
+            print(table.render(), end="\n\n", flush=True)
     result = {"benchmark": name, **(code or provenance()), "settings": settings, "machine": info,
               "tables": [{"name": t.name, "columns": t.columns, "rows": t.rows, "notes": t.notes}
                          for t in tables]}
     path = out_dir / f"{name}.json"
     with atomic_file(path) as tmp:
         tmp.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"written {path}")
+    if show:
+        print(f"written {path}")
     return path
 
 

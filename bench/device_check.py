@@ -35,7 +35,7 @@ import logging
 import resource
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -90,28 +90,33 @@ COLUMNS = ["part", "run", "rate", "unit", "MFU %", "result", "peak GiB", "second
 
 @dataclass
 class Peak:
-    """Peak memory and wall time of a part (`measured`)."""
+    """Peak memory and wall time of a part so far (`measured`)."""
 
+    device: torch.device
+    started: float = field(default_factory=time.perf_counter)
     gib: float = float("nan")
     seconds: float = float("nan")
+
+    def read(self) -> None:
+        """On CUDA the peak of allocated GPU memory since the part started; on the CPU the
+        process's peak RSS so far (it cannot be reset)."""
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+            self.gib = torch.cuda.max_memory_allocated(self.device) / 2**30
+        else:
+            self.gib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 2**30
+        self.seconds = time.perf_counter() - self.started
 
 
 @contextmanager
 def measured(device: torch.device) -> Iterator[Peak]:
-    """On CUDA the peak of allocated GPU memory inside; on the CPU the process's peak RSS so
-    far (it cannot be reset)."""
-    peak = Peak()
+    """A part's `Peak`, read as it ends (and wherever the part reads it before)."""
     if device.type == "cuda":
         torch.cuda.synchronize(device)
         torch.cuda.reset_peak_memory_stats(device)
-    started = time.perf_counter()
+    peak = Peak(device)
     yield peak
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-        peak.gib = torch.cuda.max_memory_allocated(device) / 2**30
-    else:
-        peak.gib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 2**30
-    peak.seconds = time.perf_counter() - started
+    peak.read()
 
 
 def paper_params(tiny: bool, device: str) -> Params:
@@ -145,19 +150,26 @@ class Check:
         log.info("%s", " | ".join(f"{key} {value}" for key, value in row.items()))
 
 
-def check_train_step(check: Check, tiny: bool, repeats: int, compiled: bool,
-                     profile: bool) -> list[Table]:
+def check_train_step(check: Check, tiny: bool, repeats: int, compiled: bool, profile: bool,
+                     save: Callable[[], object]) -> list[Table]:
     """`bench.train_step` at the paper preset's sizes (random tokens); with `compiled`, both
-    sides compiled too (`--compile`); with `profile`, its profile table, which it returns."""
+    sides compiled too (`--compile`). Its rows are added, and `save()` called, once it is timed;
+    with `profile`, its profile then follows, the table of which it returns."""
     setup = train_step.make_setup(None if tiny else PRESET, str(check.device), "auto", tiny,
                                   steps=10, warmup=3, compiled=compiled)
+
+    def timed(tables: list[Table], result: dict[str, Any]) -> None:
+        peak.read()
+        for row in tables[0].rows:
+            check.add("train step", f"{row['model']} ({row['dtype']})", peak,
+                      rate=row["tokens/s"], unit="tokens/s", **{"MFU %": row["MFU %"]},
+                      result=f"{row['ratio']:.2f}x the fastest transformers")
+        check.figures["train_step"] = result
+        save()
+
     with measured(check.device) as peak:
-        tables, result = train_step.run(setup, repeats, curve_steps=0, profile=profile)
-    rows = tables[0].rows
-    for row in rows:
-        check.add("train step", f"{row['model']} ({row['dtype']})", peak,
-                  rate=row["tokens/s"], unit="tokens/s", **{"MFU %": row["MFU %"]},
-                  result=f"{row['ratio']:.2f}x the fastest transformers")
+        tables, result = train_step.run(setup, repeats, curve_steps=0, profile=profile,
+                                        on_timed=timed)
     check.figures["train_step"] = result
     return tables[1:]
 
@@ -336,15 +348,6 @@ def main(argv: list[str] | None = None) -> Path:
     check = Check(device)
     compiled = resolve_compile({"auto": "auto", "true": True, "false": False}[args.compile],
                                device)
-    profiled = (check_train_step(check, args.tiny, args.repeats, compiled, args.profile)
-                if "train-step" in parts else [])
-    if "pretraining" in parts:
-        tokenizer, train, val = load_shards(args.bundle)
-        model = check_pretraining(check, params, tokenizer, train, val, steps)
-        if "finetuning" in parts:
-            check_finetuning(check, params, model, tokenizer, args.bundle, examples)
-    if "generation" in parts:
-        check_generation(check, args.tiny, args.repeats)
     check.table.notes += [
         f"on {device}; train step and generation: median of {args.repeats} alternating "
         "repetitions on random tokens and weights; pretraining and fine-tuning: one run each, "
@@ -355,10 +358,27 @@ def main(argv: list[str] | None = None) -> Path:
         + "; the train step's rows share one, the largest of its sides",
         "targets (issue 28, on an H100/H200): train step MFU >= 50% and >= 2.5x the fastest "
         "transformers; fine-tuning >= 2x transformers (bench.finetune_transformers)"]
-    settings = {"device": str(device), "tiny": args.tiny, "repeats": args.repeats, "parts": parts,
-                "steps": steps, "examples": examples, "bundle": str(args.bundle),
-                **check.figures}
-    return publish([check.table, *profiled], args.out, "device_check", settings)
+    profiled: list[Table] = []
+
+    def save(show: bool = False) -> Path:
+        """The table so far: after each part, so that a check cut short keeps what it measured."""
+        settings = {"device": str(device), "tiny": args.tiny, "repeats": args.repeats,
+                    "parts": parts, "steps": steps, "examples": examples,
+                    "bundle": str(args.bundle), **check.figures}
+        return publish([check.table, *profiled], args.out, "device_check", settings, show=show)
+
+    if "train-step" in parts:
+        profiled = check_train_step(check, args.tiny, args.repeats, compiled, args.profile, save)
+    if "pretraining" in parts:
+        tokenizer, train, val = load_shards(args.bundle)
+        model = check_pretraining(check, params, tokenizer, train, val, steps)
+        save()
+        if "finetuning" in parts:
+            check_finetuning(check, params, model, tokenizer, args.bundle, examples)
+            save()
+    if "generation" in parts:
+        check_generation(check, args.tiny, args.repeats)
+    return save(show=True)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,8 @@ wherever the reference's top two logits are further apart than rounding could mo
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,7 +39,8 @@ TINY_PROMPT_TOKENS, TINY_NEW_TOKENS, TINY_VOCAB = 8, 24, 256
 INIT_STD = 0.2
 # |Δlogit| allowed at a step, relative to its largest |logit|. In fp32 at INIT_STD the two sides
 # part by 3e-5 on logits up to 10 on the CPU (params.yaml's model) and by 4e-4 on an H200 (12
-# layers); TF32 matmuls, where enabled, err by ~1e-3 relative.
+# layers). TF32 matmuls (on wherever a training run configured CUDA) part them by more, so the
+# check runs in full fp32 (bench/results/findings.md, "Generation check: ... not TF32").
 RTOL = 1e-3
 
 
@@ -82,6 +84,19 @@ def reference_logits(hf: OpenAIGPTLMHeadModel, prompt: list[int],
     forward of the whole sequence, which is what each step of its `generate` recomputes."""
     logits = hf(torch.tensor([prompt + ids], device=hf.device)).logits
     return logits[0, len(prompt) - 1:-1].float()
+
+
+@contextmanager
+def full_fp32() -> Iterator[None]:
+    """fp32 matmuls and convolutions in full precision inside, not TF32 (which
+    `gpt1.training.device.configure_backends` turns on for CUDA): the logits check compares two
+    implementations, and TF32's 10-bit mantissas would decide it."""
+    matmul, cudnn = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = matmul, cudnn
 
 
 def tolerances(reference: torch.Tensor) -> torch.Tensor:
@@ -177,7 +192,8 @@ def run(cfg: GPT1Config, prompt_tokens: int, new_tokens: int, device: torch.devi
                           min_new_tokens=new_tokens, do_sample=False, pad_token_id=0)
         return out[0, prompt_tokens:].tolist()
 
-    agreement = verify(model, hf, prompt, new_tokens)  # also our warm-up; then theirs
+    with full_fp32():
+        agreement = verify(model, hf, prompt, new_tokens)  # also our warm-up; then theirs
 
     def check(ids: list[int]) -> int:
         return agreed_steps(ids, agreement.ids, agreement.near_ties)
@@ -202,7 +218,8 @@ def run(cfg: GPT1Config, prompt_tokens: int, new_tokens: int, device: torch.devi
         f"{cfg.n_embd}, vocab {cfg.vocab_size}, n_ctx {cfg.n_ctx}, random weights "
         f"N(0, {cfg.initializer_range:g}) (well conditioned, and greedy text that varies), "
         f"on {device}",
-        f"checked: our cached logits within {RTOL:g} x max |logit| of transformers' on prompt + "
+        f"checked in full fp32 (no TF32): our cached logits within {RTOL:g} x max |logit| of "
+        f"transformers' on prompt + "
         f"our ids at every step (max |Δlogit| {agreement.max_delta:.2g}, logits up to "
         f"{agreement.max_logit:.3g}); our greedy ids are its argmax at every step but near ties "
         f"(top-2 gap <= 2x the tolerance: {ties} of {new_tokens} steps); {hf_line} (checked on "

@@ -233,8 +233,11 @@ def curve_gap(curves: dict[str, list[float]], window: int) -> float:
     return abs(bf16 - fp32) / fp32
 
 
-def run(setup: Setup, repeats: int, curve_steps: int | None,
-        profile: bool = False) -> tuple[list[Table], dict]:
+def run(setup: Setup, repeats: int, curve_steps: int | None, profile: bool = False,
+        on_timed: Callable[[list[Table], dict], object] | None = None
+        ) -> tuple[list[Table], dict]:
+    """The timing table (`on_timed` sees it and its figures before anything else runs), then,
+    as asked, the profile and the bf16 loss curves."""
     place = placement(setup.train.device, setup.train.precision)
     device, dtype = place.device, place.dtype
     flops = setup.model.training_flops_per_token()
@@ -269,6 +272,8 @@ def run(setup: Setup, repeats: int, curve_steps: int | None,
     result: dict[str, Any] = {"tokens_per_second": tok_s, "flops_per_token": flops,
                               "peak_flops": peak[dtype]}
     tables = [table]
+    if on_timed is not None:
+        on_timed(tables, result)
     if profile:
         profiled, result["profile_ms_per_step"], result["profile_top_ops"] = profile_table(
             setup, runs, device)
@@ -313,9 +318,11 @@ def main(argv: list[str] | None = None) -> Path:
     args = p.parse_args(argv)
     setup = make_setup(args.preset, args.device, args.precision, args.tiny, args.steps,
                        args.warmup, args.compile)
-    tables, result = run(setup, args.repeats, args.curve_steps, args.profile)
     settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
     settings["warmup"] = setup.warmup
+    tables, result = run(setup, args.repeats, args.curve_steps, args.profile,
+                         on_timed=lambda tables, result: publish(
+                             tables, args.out, "train_step", {**settings, **result}))
     return publish(tables, args.out, "train_step", {**settings, **result})
 
 

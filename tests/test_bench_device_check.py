@@ -25,7 +25,8 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.e2e
-def test_tiny_check_runs_every_part_from_a_bundle(reproduced_once, tmp_path: Path) -> None:
+def test_tiny_check_runs_every_part_from_a_bundle(reproduced_once, tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     repo, bundle = reproduced_once.repo, tmp_path / "bundle"
     device_check.main(["--tiny", "--prepare", str(bundle), "--shards", str(repo / "data/shards"),
                        "--bpe", str(repo / "artifacts/bpe")])
@@ -58,6 +59,20 @@ def test_tiny_check_runs_every_part_from_a_bundle(reproduced_once, tmp_path: Pat
     assert finetuning["train_examples"] == device_check.TINY_EXAMPLES
     assert 0 <= finetuning["accuracy"] <= 100 and 0 < finetuning["majority_accuracy"] <= 100
     assert result["machine"] and result["commit"]
+
+    # cut short (a lease's time limit, a failing part): the JSON keeps the parts that finished
+    def cut_short(*args: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(device_check, "check_generation", cut_short)
+    cut = tmp_path / "cut"
+    cut.mkdir()
+    with pytest.raises(KeyboardInterrupt):
+        device_check.main(["--tiny", "--device", "cpu", "--bundle", str(bundle), "--out",
+                           str(cut), "--parts", "pretraining,finetuning,generation"])
+    kept = json.loads((cut / "device_check.json").read_text())
+    assert [row["part"] for row in kept["tables"][0]["rows"]] == ["pretraining", "fine-tuning"]
+    assert set(kept["settings"]) >= {"pretraining", "finetuning"}
 
 
 def test_a_bundle_keeps_the_first_shards_up_to_max_tokens(tmp_path: Path) -> None:

@@ -111,3 +111,27 @@ def test_differing_greedy_ids_where_no_tie_fail() -> None:
     with pytest.raises(AssertionError, match="step 2, not a near tie: 0 against 3"):
         generate.timed(lambda: [1, 2, 0],
                        lambda ids: generate.agreed_steps(ids, [1, 2, 3], [False, True, False]))
+
+
+def test_the_check_runs_in_full_fp32_whatever_a_training_run_set(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A training run turns TF32 on for CUDA (configure_backends), which alone moves logits
+    beyond the tolerance on an H200: the check turns it off inside, and back on after."""
+    seen = []
+    verify = generate.verify
+
+    def spy(*args: object) -> generate.Agreement:
+        seen.append((torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32))
+        return verify(*args)
+
+    monkeypatch.setattr(generate, "verify", spy)
+    cfg = generate.make_config(None, tiny=True, length=16)
+    # torch's backend flags are properties of module objects, which monkeypatch cannot restore
+    before = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+    try:
+        generate.run(cfg, 4, 12, torch.device("cpu"), repeats=1)
+        assert seen == [(False, False)]
+        assert torch.backends.cuda.matmul.allow_tf32 and torch.backends.cudnn.allow_tf32
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before

@@ -113,3 +113,21 @@ def test_no_curve_where_bf16_is_emulated(tmp_path: Path, monkeypatch: pytest.Mon
     (table,) = json.loads(path.read_text())["tables"]
     assert [row["dtype"] for row in table["rows"]] == ["float32", "float32"]
     assert any("no bf16 loss curve" in note for note in table["notes"])
+
+
+def test_a_run_cut_short_in_its_profile_keeps_its_timing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The timing table is written before the profile starts (on a GPU the profile takes
+    minutes): a run stopped there by a lease's time limit keeps it."""
+    monkeypatch.setattr(train_step, "measure_peak_flops", lambda *_: 1e11)
+
+    def stopped(*args: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(train_step, "profile_table", stopped)
+    with pytest.raises(KeyboardInterrupt):
+        train_step.main(["--tiny", "--repeats", "1", "--steps", "1", "--warmup", "1",
+                         "--curve-steps", "0", "--profile", "--out", str(tmp_path)])
+    (table,) = json.loads((tmp_path / "train_step.json").read_text())["tables"]
+    assert table["name"] == "train_step"
+    assert {row["model"] for row in table["rows"]} >= {"ours", "transformers float32"}

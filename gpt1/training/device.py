@@ -48,8 +48,8 @@ def resolve_compile(setting: Compile, device: torch.device, shapes_vary: bool = 
     where it measured slower than eager (and our CPU dropout's numpy masks break the graph into
     many pieces, each compiled apart). A step whose shapes vary by batch (`shapes_vary`:
     fine-tuning, each batch padded to its own longest example) stays eager under `auto`: its
-    dynamic-shape compile of the paper's model ran over 90 s on an H200 without finishing its
-    first step, longer than most of the paper's tasks take to fine-tune eagerly there."""
+    dynamic-shape compile takes longer than most tasks' whole fine-tuning eagerly.
+    Measured: bench/results/findings.md ("Fine-tuning on CUDA: eager under `compile: auto`")."""
     if setting == "auto":
         return device.type == "cuda" and not shapes_vary
     return setting
