@@ -8,8 +8,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 # runnable modules of bench/ that measure nothing, so no benchmark of `make bench`
 # the docs page; the README's two commands, timed; the GPU check, run from a bundle on a GPU
-# machine, and the wheels it needs there
-NOT_BENCHMARKS = {"pages", "quickstart", "device_check", "device_wheels"}
+# machine, and the wheels it needs there; the compiled step's candidate changes, on a GPU
+NOT_BENCHMARKS = {"pages", "quickstart", "device_check", "device_wheels", "step_variants"}
 
 
 def test_make_bench_runs_every_benchmark() -> None:
