@@ -363,9 +363,12 @@ def test_lm_coef_zero_turns_the_lm_loss_off() -> None:
     assert not torch.equal(with_lm.trunk.tokens_embed.weight[unused], initial)
 
 
-def test_a_compiled_run_follows_the_eager_one(caplog: pytest.LogCaptureFixture) -> None:
+def test_a_compiled_run_follows_the_eager_one(caplog: pytest.LogCaptureFixture,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
     """torch.compile (compiled for shapes that vary: batch widths and a short last batch)
-    changes how a step computes, not what: the same losses and outputs, to rounding."""
+    changes how a step computes, not what: the same losses and outputs, to rounding; and one
+    compile serves every batch (a recompile per new batch shape would cost more than it saves)."""
+    monkeypatch.setattr(torch._dynamo.config, "error_on_recompile", True)
     examples, labels = classification(20, seed=4)
     losses: dict[bool, list[float]] = {False: [], True: []}
     outputs = {}

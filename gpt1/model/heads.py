@@ -69,10 +69,17 @@ def lm_loss_on_text(model: TaskModel, hidden: torch.Tensor, ids: torch.Tensor,
     """L1: the mean loss of predicting every real token after the first, padding left out.
 
     On the CPU the real rows are selected, so that the LM head's matmuls skip the padding (with
-    GPT-1's 40,478 words they are most of the cost). Elsewhere the padding's targets are
-    ignored instead: a selection's size depends on the data, which syncs a GPU with the host
-    every step and breaks a compiled step's graph."""
+    GPT-1's 40,478 words they are most of the cost). Elsewhere, and under torch.compile, the
+    padding's targets are ignored instead: a selection's size depends on the data, which syncs
+    a GPU with the host every step and breaks a compiled step's graph. Compiled (for batches of
+    varying shapes), the loss is taken from the whole logits: the LM head's loss a chunk of
+    rows at a time loops over a number of rows that varies by batch, and would recompile the
+    step for every new one."""
     padding = torch.arange(1, ids.shape[1], device=ids.device)[None, :] >= lengths[:, None]
+    if torch.compiler.is_compiling():
+        targets = ids[:, 1:].masked_fill(padding, PADDING_TARGET)
+        return F.cross_entropy(model.trunk.lm_logits(hidden[:, :-1]).flatten(0, 1).float(),
+                               targets.flatten(), ignore_index=PADDING_TARGET)
     if ids.device.type == "cpu":
         return selected_rows_loss(model.trunk, hidden, ids, padding)
     return ignored_padding_loss(model.trunk, hidden, ids, padding)
