@@ -6,9 +6,9 @@ compared with the step as it is (a faster step must compute the same function).
     python -m bench.step_variants --preset paper --device cuda
 
 Variants:
-- plain loss: the LM head and cross-entropy as `F.cross_entropy(F.linear(h, w).float(), t)`,
-  left to torch.compile to fuse, instead of `gpt1.model.lm_loss`'s chunks (written so that a
-  CPU never holds the whole logits);
+- plain loss: the LM head and cross-entropy from the whole logits
+  (`gpt1.model.lm_loss.whole_logits_cross_entropy`), left to torch.compile to fuse, instead of
+  its chunks (written so that a CPU never holds the whole logits);
 - CUDA graphs: `torch.compile(mode="reduce-overhead")`, the step's kernels replayed as one graph;
 - both.
 """
@@ -24,21 +24,14 @@ from typing import Any
 from unittest import mock
 
 import torch
-import torch.nn.functional as F
 
 from bench import train_step
 from bench.common import Table, alternate, median, parser, publish
 from gpt1.model.flops import measure_peak_flops
+from gpt1.model.lm_loss import whole_logits_cross_entropy
 from gpt1.training.device import placement
 
 PEAK_SECONDS = 3.0
-
-
-def plain_loss(hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor,
-               ignore_index: int = -100) -> torch.Tensor:
-    """`gpt1.model.lm_loss.linear_cross_entropy`'s value, from the whole logits at once."""
-    return F.cross_entropy(F.linear(hidden, weight).flatten(0, -2).float(), targets.flatten(),
-                           ignore_index=ignore_index)
 
 
 @dataclass(frozen=True)
@@ -60,7 +53,8 @@ def applied(variant: Variant) -> Iterator[None]:
         torch._dynamo.reset()
         stack.callback(torch._dynamo.reset)
         if variant.plain_loss:
-            stack.enter_context(mock.patch("gpt1.model.trunk.linear_cross_entropy", plain_loss))
+            stack.enter_context(mock.patch("gpt1.model.trunk.linear_cross_entropy",
+                                           whole_logits_cross_entropy))
         if variant.compile_mode is not None:
             stack.enter_context(mock.patch.object(
                 torch, "compile", partial(torch.compile, mode=variant.compile_mode)))

@@ -10,6 +10,7 @@ from torch import nn
 from gpt1.config import Family, FinetuneTrainParams, TaskParams
 from gpt1.downstream.families import FAMILIES, family_of
 from gpt1.model.dropout import Dropout
+from gpt1.model.lm_loss import whole_logits_cross_entropy
 from gpt1.model.trunk import Trunk
 
 PADDING_TARGET = -100  # the target of a padding position in the LM loss, which ignores it
@@ -76,11 +77,7 @@ def lm_loss_on_text(model: TaskModel, hidden: torch.Tensor, ids: torch.Tensor,
     rows at a time loops over a number of rows that varies by batch, and would recompile the
     step for every new one."""
     padding = torch.arange(1, ids.shape[1], device=ids.device)[None, :] >= lengths[:, None]
-    if torch.compiler.is_compiling():
-        targets = ids[:, 1:].masked_fill(padding, PADDING_TARGET)
-        return F.cross_entropy(model.trunk.lm_logits(hidden[:, :-1]).flatten(0, 1).float(),
-                               targets.flatten(), ignore_index=PADDING_TARGET)
-    if ids.device.type == "cpu":
+    if ids.device.type == "cpu" and not torch.compiler.is_compiling():
         return selected_rows_loss(model.trunk, hidden, ids, padding)
     return ignored_padding_loss(model.trunk, hidden, ids, padding)
 
@@ -94,4 +91,7 @@ def selected_rows_loss(trunk: Trunk, hidden: torch.Tensor, ids: torch.Tensor,
 def ignored_padding_loss(trunk: Trunk, hidden: torch.Tensor, ids: torch.Tensor,
                          padding: torch.Tensor) -> torch.Tensor:
     targets = ids[:, 1:].masked_fill(padding, PADDING_TARGET)
+    if torch.compiler.is_compiling():
+        return whole_logits_cross_entropy(hidden[:, :-1], trunk.lm_head_weight, targets,
+                                          PADDING_TARGET)
     return trunk.lm_head_loss(hidden[:, :-1], targets, ignore_index=PADDING_TARGET)

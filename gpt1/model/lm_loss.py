@@ -70,12 +70,19 @@ class _LinearCrossEntropy(torch.autograd.Function):
                 (grad_weight * scale).to(weight_dtype), None, None, None)
 
 
+def whole_logits_cross_entropy(hidden: torch.Tensor, weight: torch.Tensor,
+                               targets: torch.Tensor, ignore_index: int = -100) -> torch.Tensor:
+    """`linear_cross_entropy`'s value from the whole logits at once: where there are no
+    gradients to keep, or where torch.compile is left to fuse the logits into the loss."""
+    return F.cross_entropy(F.linear(hidden, weight).flatten(0, -2).float(), targets.flatten(),
+                           ignore_index=ignore_index)
+
+
 def linear_cross_entropy(hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor,
                          ignore_index: int = -100, chunk_rows: int = CHUNK_ROWS) -> torch.Tensor:
     """Mean cross-entropy (in fp32) of `targets` (...) under the logits `hidden (..., d) @
     weight.T (vocab, d)`, rows whose target is `ignore_index` left out: `F.cross_entropy` on
     those logits, computed a chunk at a time. Without gradients it is `F.cross_entropy` itself."""
     if not (torch.is_grad_enabled() and (hidden.requires_grad or weight.requires_grad)):
-        return F.cross_entropy(F.linear(hidden, weight).flatten(0, -2).float(),
-                               targets.flatten(), ignore_index=ignore_index)
+        return whole_logits_cross_entropy(hidden, weight, targets, ignore_index)
     return _LinearCrossEntropy.apply(hidden, weight, targets, ignore_index, chunk_rows)
