@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import logging
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
+import gpt1.training.pretrain
 from gpt1.config import PretrainParams
 from gpt1.model.transformer import GPT1, GPT1Config
+from gpt1.training.checkpoint import CheckpointStore
 from gpt1.training.pretrain import (
     PretrainResult,
     WindowSampler,
@@ -18,6 +21,7 @@ from gpt1.training.pretrain import (
     pretrain,
     steady_rate,
 )
+from gpt1.training.step import TrainStep
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -106,6 +110,46 @@ def test_thirty_steps_lower_the_loss() -> None:
     assert seen[-1][1]["lr"] == pytest.approx(0.0, abs=1e-9)  # cosine decayed to zero
     assert max(v["lr"] for _, v in seen) == pytest.approx(1e-2)
     assert model.training  # left as it was trained
+
+
+def test_losses_read_at_log_steps_give_the_same_run(monkeypatch: pytest.MonkeyPatch,
+                                                    tmp_path: Path) -> None:
+    """Off the CPU the losses are read every log_every steps (and at each evaluation and
+    checkpoint): the curves, the checkpoints and the weights are those of a run that reads them
+    every step. Here the CPU is made to read as a GPU does."""
+    train = [np.arange(300, dtype=np.uint16) % 13]
+    val = [np.arange(60, dtype=np.uint16) % 13]
+    reads: list[int] = []
+    read_losses = TrainStep.read_losses
+
+    def recorded(self: TrainStep, *args: object, **kwargs: object) -> object:
+        read = read_losses(self, *args, **kwargs)
+        reads.extend([r.step for r in read][-1:])
+        return read
+
+    monkeypatch.setattr(TrainStep, "read_losses", recorded)
+    runs = {}
+    for read_every in ("every step", "log steps"):
+        if read_every == "log steps":
+            monkeypatch.setattr(gpt1.training.pretrain, "loss_read_interval",
+                                lambda device, log_every: log_every)
+        reads.clear()
+        model, seen = _model(13), []
+        store = CheckpointStore(tmp_path / read_every.replace(" ", "-"), "run")
+        result = pretrain(model, train, val, _cfg(max_steps=23, log_every=4, eval_every=6),
+                          lambda step, values, seen=seen: seen.append((step, values)), store)
+        runs[read_every] = (seen, list(reads), model, result, store.latest())
+    (every, every_reads, a, ra, ckpt_a), (logged, log_reads, b, rb, ckpt_b) = runs.values()
+    assert every_reads == list(range(1, 24))
+    assert log_reads == [1, 4, 6, 8, 10, 12, 16, 18, 20, 23]  # log steps, evaluations, checkpoints
+    assert logged == every
+    assert rb.train_loss == ra.train_loss and rb.val_loss == ra.val_loss
+    for pa_, pb_ in zip(a.parameters(), b.parameters(), strict=True):
+        assert torch.equal(pa_, pb_)
+    assert ckpt_b["step"] == ckpt_a["step"] == 23
+    assert ckpt_b["smoothed_loss"] == ckpt_a["smoothed_loss"]
+    for name, series in ckpt_a["history"].items():
+        assert torch.equal(ckpt_b["history"][name], series)
 
 
 def test_pretrain_is_reproducible() -> None:

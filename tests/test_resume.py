@@ -16,12 +16,13 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+import gpt1.training.pretrain
 from gpt1.config import PretrainParams
 from gpt1.model.registry import load_model
 from gpt1.model.transformer import GPT1, GPT1Config
 from gpt1.training.checkpoint import CheckpointStore, StopRequested
 from gpt1.training.optim import lr_factor
-from gpt1.training.pretrain import pretrain
+from gpt1.training.pretrain import WindowSampler, pretrain
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -85,6 +86,40 @@ def test_sigterm_checkpoints_and_resume_is_bit_identical(tmp_path: Path) -> None
     # each session's first step is timed apart: two sessions, two first steps
     assert latest["startup_steps"] == result.startup_steps == 2
     assert 0 < result.startup_seconds < result.seconds
+
+
+@pytest.mark.parametrize("read_every", ["step", "log step"])
+def test_a_sigterm_between_loss_reads_checkpoints_the_curves_to_its_step(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, read_every: str) -> None:
+    """Off the CPU the losses are read every log_every steps: a signal that comes between two
+    reads still stops after its own step, with that step's loss in the checkpoint's curves."""
+    if read_every == "log step":
+        monkeypatch.setattr(gpt1.training.pretrain, "loss_read_interval",
+                            lambda device, log_every: log_every)
+    train, val = _data()
+    reference = _model()
+    seen_reference: list[tuple[int, dict[str, float]]] = []
+    pretrain(reference, train, val, _cfg(), lambda s, v: seen_reference.append((s, v)))
+
+    batch = WindowSampler.batch
+
+    def signalled_at_seven(self: WindowSampler, index: int, size: int):
+        if index == 6:  # step 7's batch (evaluations draw 2): its loss read neither at 6 nor 7
+            os.kill(os.getpid(), signal.SIGTERM)
+        return batch(self, index, size)
+
+    store = CheckpointStore(tmp_path, "run")
+    seen: list[tuple[int, dict[str, float]]] = []
+    with monkeypatch.context() as patch:
+        patch.setattr(WindowSampler, "batch", signalled_at_seven)
+        with pytest.raises(StopRequested) as stopped:
+            pretrain(_model(), train, val, _cfg(), lambda s, v: seen.append((s, v)), store)
+    assert stopped.value.step == 7
+    assert [s for s, _ in seen] == list(range(1, 8))
+    assert store.latest()["history"]["train/loss"][-1, 0] == 7
+    resumed: list[tuple[int, dict[str, float]]] = []
+    pretrain(_model(), train, val, _cfg(), lambda s, v: resumed.append((s, v)), store)
+    assert resumed == seen_reference
 
 
 def test_a_checkpoint_from_before_the_startup_was_timed_resumes(tmp_path: Path) -> None:

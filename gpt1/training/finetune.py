@@ -22,9 +22,9 @@ import torch
 from gpt1.config import FinetuneTrainParams
 from gpt1.model.heads import TaskModel, lm_loss_on_text
 from gpt1.progress import StepProgress
-from gpt1.training.device import autocast, placement, resolve_compile
+from gpt1.training.device import autocast, placement, resolve_compile, to_device
 from gpt1.training.optim import build_optimizer, build_scheduler
-from gpt1.training.step import TrainingState, TrainStep
+from gpt1.training.step import TrainingState, TrainStep, loss_read_interval
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +78,7 @@ def _task_loss(model: TaskModel, ids: torch.Tensor, lengths: torch.Tensor, per_e
                targets: torch.Tensor, lm_coef: float) -> torch.Tensor:
     """L2 + λ·L1 of a batch: the task loss, plus `lm_coef` times the LM loss over its text."""
     outputs, hidden = model(ids, lengths, per_example)
-    loss = model.loss(outputs, targets.to(ids.device))
+    loss = model.loss(outputs, targets)
     if lm_coef:
         loss = loss + lm_coef * lm_loss_on_text(model, hidden, ids, lengths)
     return loss
@@ -113,7 +113,9 @@ def finetune(model: TaskModel, examples: list[list[list[int]]], targets: np.ndar
     scheduler = build_scheduler(optimizer, math.ceil(cfg.warmup_fraction * total), total,
                                 "linear")
     state = TrainingState(model, optimizer, scheduler)
-    train_step = TrainStep(place, cfg.grad_clip, "finetune")
+    log_every = max(1, steps_per_epoch // 5)
+    train_step = TrainStep(place, cfg.grad_clip, "finetune",
+                           read_every=loss_read_interval(place.device, log_every))
     compiled = resolve_compile(cfg.compile, place.device, shapes_vary=True)
     # batches differ in width (each padded to its longest) and the last in size: dynamic shapes
     task_loss = torch.compile(_task_loss, dynamic=True) if compiled else _task_loss
@@ -123,18 +125,23 @@ def finetune(model: TaskModel, examples: list[list[list[int]]], targets: np.ndar
     started = time.perf_counter()
     startup = math.nan
     step = 0
-    with StepProgress("finetune", total, max(1, steps_per_epoch // 5), log) as progress:
+    with StepProgress("finetune", total, log_every, log) as progress:
         for epoch in range(cfg.epochs):
             epoch_losses = []
-            for idx in bucketed_batches(widths, cfg.batch_size, rng):
+            batches = bucketed_batches(widths, cfg.batch_size, rng)
+            for number, idx in enumerate(batches, 1):
                 ids, lengths = pad_batch(_flat(examples, idx), pad_id)
-                ids, lengths = ids.to(place.device), lengths.to(place.device)
+                ids, lengths, batch_targets = (to_device(t, place.device)
+                                               for t in (ids, lengths, targets_t[idx]))
                 step += 1
-                epoch_losses.append(train_step(state, step, partial(
-                    task_loss, model, ids, lengths, per_example, targets_t[idx], cfg.lm_coef)))
+                train_step(state, step, partial(task_loss, model, ids, lengths, per_example,
+                                                batch_targets, cfg.lm_coef))
+                read = train_step.read_losses(state, now=step == 1 or number == len(batches))
+                epoch_losses.extend(r.loss for r in read)
                 if step == 1:
                     startup = time.perf_counter() - started
-                progress.update(step, loss=state.smoothed_loss, epoch=epoch + 1)
+                if read:
+                    progress.update(step, loss=state.smoothed_loss, epoch=epoch + 1)
             if on_epoch is not None:
                 on_epoch(epoch + 1, model, float(np.mean(epoch_losses)))
                 model.train()
@@ -160,9 +167,9 @@ def predict(model: TaskModel, examples: list[list[list[int]]], pad_id: int, batc
     for idx in _consecutive_slices(order, batch_size):
         ids, lengths = pad_batch(_flat(examples, idx), pad_id)
         with autocast(device, dtype):
-            outputs, _ = model(ids.to(device), lengths.to(device), per_example)
-        out.append(outputs.float().cpu().numpy())
-    stacked = np.concatenate(out)
+            outputs, _ = model(to_device(ids, device), to_device(lengths, device), per_example)
+        out.append(outputs.float())
+    stacked = torch.cat(out).cpu().numpy()  # one wait for the device, at the end
     result = np.empty_like(stacked)
     result[order] = stacked
     return result

@@ -40,7 +40,7 @@ from gpt1.training.device import (
 )
 from gpt1.training.distributed import SINGLE, Group
 from gpt1.training.optim import build_optimizer, build_scheduler, lr_factor
-from gpt1.training.step import TrainingState, TrainStep
+from gpt1.training.step import StepLoss, TrainingState, TrainStep, loss_read_interval
 
 log = logging.getLogger(__name__)
 
@@ -322,15 +322,33 @@ def _snapshotter(state: PretrainState, session: _Session) -> Callable[[], None]:
 
 def _train(state: PretrainState, session: _Session) -> None:
     """Step `state` on to `max_steps`, reporting the curves, evaluating and checkpointing as
-    `cfg` says; StopRequested after the checkpoint of the step in which a SIGTERM or SIGINT came."""
+    `cfg` says; StopRequested after the checkpoint of the step in which a SIGTERM or SIGINT came.
+    The losses are read every `log_every` steps off the CPU (`loss_read_interval`), and before
+    every evaluation and checkpoint: the curves and the checkpoints are complete to their step."""
     cfg, group, device = session.cfg, session.group, session.placement.device
     rows = group.rows(cfg.batch_size)
-    train_step = TrainStep(session.placement, cfg.grad_clip, "pretrain", group.mean)
+    train_step = TrainStep(session.placement, cfg.grad_clip, "pretrain", group.mean,
+                           loss_read_interval(device, cfg.log_every))
     before = copy.copy(state)  # its figures as the session starts
     start, started = state.step, time.perf_counter()
     snapshot = _snapshotter(state, session)
     if start == 0:
         snapshot()
+
+    def record(read: list[StepLoss], evaluating: bool) -> list[StepLoss]:
+        """Report and keep the curves of the steps `read`; evaluate after the latest step if
+        `evaluating` and it is among them."""
+        for step, loss, lr in read:
+            values = {"train/loss": loss, "lr": lr}
+            if step == state.step and evaluating:
+                state.val_loss = evaluate(state.model, session.val_windows, cfg.eval_batches,
+                                          cfg.batch_size, device, session.placement.dtype,
+                                          group)
+                values["val/loss"] = state.val_loss
+            session.report(step, values)
+            state.history.record(step, values)
+        return read
+
     with (StopSignals() if session.checkpoints is not None else contextlib.nullcontext()) as stop, \
             (StepProgress("pretrain", cfg.max_steps, cfg.log_every, log, start=start)
              if group.is_main else contextlib.nullcontext()) as progress:
@@ -338,29 +356,29 @@ def _train(state: PretrainState, session: _Session) -> None:
             with record_function("data"):
                 x, y = session.train_windows.batch(index, cfg.batch_size)
                 x, y = to_device(x[rows], device), to_device(y[rows], device)
-            loss = train_step(state, index + 1, partial(session.step_loss, x, y))
+            train_step(state, index + 1, partial(session.step_loss, x, y))
             state.step = index + 1
-            values = {"train/loss": loss, "lr": state.scheduler.get_last_lr()[0]}
-            if state.step % cfg.eval_every == 0 or state.step == cfg.max_steps:
-                state.val_loss = evaluate(state.model, session.val_windows, cfg.eval_batches,
-                                          cfg.batch_size, device, session.placement.dtype, group)
-                values["val/loss"] = state.val_loss
-            session.report(state.step, values)
-            state.history.record(state.step, values)
+            evaluating = state.step % cfg.eval_every == 0 or state.step == cfg.max_steps
+            checkpointing = session.checkpoints is not None and (
+                state.step % cfg.checkpoint_every == 0 or state.step == cfg.max_steps)
+            read = train_step.read_losses(
+                state, now=evaluating or checkpointing or state.step == start + 1)
+            record(read, evaluating)
+            # a signal may reach some processes only: any one of them stops them all
+            signum = int(group.max(stop.requested or 0)) if stop is not None else 0
+            if signum:  # checkpointed now, with the curves to this step
+                checkpointing = True
+                read += record(train_step.read_losses(state, now=True), evaluating)
             state.seconds = before.seconds + time.perf_counter() - started
             if state.step == start + 1:
                 state.startup_seconds += state.seconds - before.seconds
                 state.startup_steps += 1
                 log.info("first step in %.1f s%s", state.seconds - before.seconds,
                          " (compiling it)" if session.compiled else "")
-            if progress is not None:
+            if progress is not None and read:
                 progress.update(state.step, **_shown(state, session, before))
             snapshot()
-
-            # a signal may reach some processes only: any one of them stops them all
-            signum = int(group.max(stop.requested or 0)) if stop is not None else 0
-            if session.checkpoints is not None and (state.step % cfg.checkpoint_every == 0
-                                                    or signum or state.step == cfg.max_steps):
+            if checkpointing:
                 path = save_checkpoint(state, session.checkpoints, group)
                 if signum and state.step < cfg.max_steps:
                     raise StopRequested(signum, state.step, path)
