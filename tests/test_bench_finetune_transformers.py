@@ -107,6 +107,11 @@ def test_finetune_transformers_tiny_from_a_bundle(tmp_path: Path) -> None:
     for row in rates["rows"]:
         assert row["ours"] > 0 and row["transformers"] > 0
         assert row["ratio"] == pytest.approx(row["ours"] / row["transformers"])
+        firsts = [row.get(f"{side} first step s") for side in ("ours", "transformers")]
+        if row["phase"] == "train":
+            assert all(first > 0 for first in firsts)
+        else:
+            assert firsts == [None, None]
     assert [(r["task"], r["side"]) for r in quality["rows"]] == [
         (t, side) for t in titles for side in ("ours", "transformers")]
     for row in quality["rows"]:
@@ -124,7 +129,7 @@ def test_device_and_precision_reach_both_sides(tmp_path: Path,
     def run(initial: TaskModel, data: Data, cfg: FinetuneTrainParams,
             place: Placement) -> ft.Run:
         seen.append((cfg.device, cfg.precision, place))
-        return ft.Run(1.0, 1.0, np.zeros((len(data.dev), 2)))
+        return ft.Run(1.0, 0.5, 1.0, np.zeros((len(data.dev), 2)))
 
     monkeypatch.setattr(ft, "run_ours", run)
     monkeypatch.setattr(ft, "run_reference", run)
@@ -134,3 +139,11 @@ def test_device_and_precision_reach_both_sides(tmp_path: Path,
     assert seen == [("cpu", "bf16", Placement(torch.device("cpu"), torch.bfloat16))] * 4
     assert (settings["device"], settings["precision"], settings["dtype"]) == (
         "cpu", "bf16", "bfloat16")
+
+
+def test_the_train_rate_leaves_out_the_first_step() -> None:
+    # 100 examples in 5 steps, 10 s: the first 6 s, then 4 steps of 20 examples in 4 s
+    run = ft.Run(train_seconds=10.0, first_step_seconds=6.0, eval_seconds=1.0,
+                 outputs=np.zeros((1, 2)))
+    assert run.train_rate(100, 5) == pytest.approx(20.0)
+    assert ft.Run(2.0, 2.0, 1.0, np.zeros((1, 2))).train_rate(32, 1) == 16.0  # one step: all
