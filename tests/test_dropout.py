@@ -93,3 +93,16 @@ def test_attention_with_dropout_stays_causal() -> None:
     after = _causal_attention_with_dropout(q, k2, v2, 0.3)
     torch.testing.assert_close(after[..., :6, :], before[..., :6, :])
     assert not torch.allclose(after[..., 6:, :], before[..., 6:, :])
+
+
+def test_a_compiled_graph_draws_its_masks_in_the_graph() -> None:
+    """torch.compile (fine-tuning's, with dynamic shapes) traces dropout into one graph: the
+    numpy mask would break it, and cannot be cut into chunks of a symbolic size."""
+    x = torch.ones(4, 64, 32)
+    q = k = v = torch.randn(2, 2, 16, 8)
+    drop = torch.compile(lambda x: dropout_add(x, dropout(x, 0.5, True), 0.5, True),
+                         backend="eager", dynamic=True, fullgraph=True)
+    assert set(drop(x).unique().tolist()) == {1.0, 5.0}  # x + dropped (0 | 2x): 1 + (0 | 4)
+    attend = torch.compile(_causal_attention_with_dropout, backend="eager", dynamic=True,
+                           fullgraph=True)
+    assert attend(q, k, v, 0.5).shape == (2, 2, 16, 8)

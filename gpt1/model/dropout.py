@@ -1,7 +1,7 @@
 """Dropout whose masks are drawn by numpy's PCG64 on the CPU: the same Bernoulli masks and
 scaling as `F.dropout`, from a generator faster than torch's CPU generator, filled a chunk at a
 time on as many threads as torch uses. On other devices, torch's own dropout (Philox on CUDA) is
-already fast and is used.
+already fast and is used, as it is in a graph torch.compile traces.
 Measured: bench/results/findings.md ("Dropout: numpy's PCG64 against torch's bernoulli_").
 
 Each mask's seed is drawn from torch's generator, so `torch.manual_seed` and the RNG states a
@@ -74,8 +74,11 @@ def dropout_add(residual: torch.Tensor, x: torch.Tensor, p: float,
 
 
 def _torch_does_it(x: torch.Tensor, p: float, training: bool) -> bool:
-    """No mask to draw (eval, p 0 or 1), or a device whose own dropout is fast."""
-    return not training or p == 0.0 or p >= 1.0 or x.device.type != "cpu"
+    """No mask to draw (eval, p 0 or 1), a device whose own dropout is fast, or a graph
+    torch.compile traces (its kernels draw the mask where they use it; a mask from numpy would
+    break the graph, and sizes it traces symbolically cannot be cut into chunks)."""
+    return (not training or p == 0.0 or p >= 1.0 or x.device.type != "cpu"
+            or torch.compiler.is_compiling())
 
 
 def _mask_like(x: torch.Tensor, p: float) -> torch.Tensor:
