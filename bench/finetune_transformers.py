@@ -72,6 +72,7 @@ from gpt1.training.pretrain import steady_rate
 CLASSIFICATION = "sst2"
 CHOICE = "story_cloze"
 SIDES = ("ours", "transformers")
+COMPILED = "ours compiled"
 
 
 def load_choice_data(params: Params, root: Path, s: Sizes) -> Data:
@@ -245,6 +246,12 @@ def run_ours(initial: TaskModel, data: Data, cfg: FinetuneTrainParams, place: Pl
     return Run(result.seconds, result.startup_seconds, time.perf_counter() - started, outputs)
 
 
+def run_ours_compiled(initial: TaskModel, data: Data, cfg: FinetuneTrainParams,
+                      place: Placement) -> Run:
+    """Ours through torch.compile (`finetune.train.compile: true`): its first step compiles."""
+    return run_ours(initial, data, cfg.model_copy(update={"compile": True}), place)
+
+
 def run_reference(initial: TaskModel, data: Data, cfg: FinetuneTrainParams,
                   place: Placement) -> Run:
     model = reference_model(initial)
@@ -256,13 +263,15 @@ def run_reference(initial: TaskModel, data: Data, cfg: FinetuneTrainParams,
 
 
 def measure(task: TaskParams, data: Data, base: FinetuneTrainParams, s: Sizes, dropout: float,
-            rounds: int, place: Placement) -> dict[str, TimedSide]:
-    """`rounds` alternating rounds of both sides, round r from seed `base.seed + r`: the same
-    initial weights for both sides within a round."""
+            rounds: int, place: Placement, compiled: bool = False) -> dict[str, TimedSide]:
+    """`rounds` alternating rounds of both sides (and ours compiled, with `compiled`), round r
+    from seed `base.seed + r`: the same initial weights for every side within a round."""
     initial = lru_cache(maxsize=1)(
         lambda seed: initial_model(task, base.model_copy(update={"seed": seed}), s,
                                    data.tok.vocab_size, dropout))
     runners = {"ours": run_ours, "transformers": run_reference}
+    if compiled:
+        runners[COMPILED] = run_ours_compiled
     # no context to swap in: each side is its own loop
     sides = {name: TimedSide(nullcontext) for name in runners}
     steps = math.ceil(len(data.train) / base.batch_size)
@@ -324,6 +333,9 @@ def main(argv: list[str] | None = None) -> Path:
     p.add_argument("--preset", default=None,
                    help="params.yaml with a gpt1 preset applied (e.g. paper: its model, batch "
                         "and learning rate)")
+    p.add_argument("--compile", action="store_true",
+                   help="also time ours through torch.compile (its first step, which "
+                        "compiles, apart)")
     where = p.add_mutually_exclusive_group()
     where.add_argument("--prepare", type=Path, metavar="BUNDLE",
                        help="write the tasks cleaned and encoded (and their sizes) to this "
@@ -353,26 +365,33 @@ def main(argv: list[str] | None = None) -> Path:
     base = task_sizes[CLASSIFICATION]
     place = placement(args.device, precision)
     rounds = max(args.repeats, args.seeds)
+    sides_run = SIDES + ((COMPILED,) if args.compile else ())
     rates = Table("fine-tuning examples/s (median)",
-                  ["task", "phase", "ours", "transformers", "ratio", "target",
-                   "ours first step s", "transformers first step s"])
+                  ["task", "phase", "ours", "transformers", "ratio", "target"]
+                  + ([COMPILED, "compiled ratio"] if args.compile else [])
+                  + [f"{side} first step s" for side in sides_run])
     quality = Table("dev accuracy after one epoch",
                     ["task", "side", "mean", "std", "seeds", "train", "dev"])
     for name, d in data.items():
         task = params.tasks[name]
         cfg = params.finetune.for_task(task, params.finetune.seeds[0])
-        # eager on both sides: each round times one epoch of a fresh model, which a compiled
-        # step would spend much of compiling
+        # ours eager, as `compile: auto` fine-tunes on every device
         cfg = cfg.model_copy(update={"epochs": 1, "device": args.device,
                                      "precision": precision, "compile": False})
-        sides = measure(task, d, cfg, task_sizes[name], params.model.dropout, rounds, place)
+        sides = measure(task, d, cfg, task_sizes[name], params.model.dropout, rounds, place,
+                        args.compile)
         for phase in ("train", "eval"):
-            ours, ref = (median(getattr(sides[side], f"{phase}_rate")) for side in SIDES)
-            first = {f"{side} first step s": median(sides[side].first_step)
-                     for side in SIDES if phase == "train"}
-            rates.add(task=task.title, phase=phase, ours=ours, transformers=ref,
-                      ratio=ours / ref, target=f">= {TARGET:g}x", **first)
-        for side in SIDES:
+            rate = {side: median(getattr(sides[side], f"{phase}_rate")) for side in sides_run}
+            extra = {f"{side} first step s": median(sides[side].first_step)
+                     for side in sides_run if phase == "train"}
+            if args.compile:
+                extra |= {COMPILED: rate[COMPILED],
+                          "compiled ratio": rate[COMPILED] / rate["transformers"]}
+            rates.add(task=task.title, phase=phase, ours=rate["ours"],
+                      transformers=rate["transformers"],
+                      ratio=rate["ours"] / rate["transformers"], target=f">= {TARGET:g}x",
+                      **extra)
+        for side in sides_run:
             accuracy = sides[side].accuracy
             quality.add(task=task.title, side=side, mean=statistics.mean(accuracy),
                         std=spread(accuracy), seeds=len(accuracy), train=len(d.train),
@@ -382,7 +401,7 @@ def main(argv: list[str] | None = None) -> Path:
         f"median of {rounds} alternating rounds, each from its own seed; 1 epoch, batch "
         f"{knobs.batch_size}, lm_coef {knobs.lm_coef}, lr {knobs.lr}; on {place.device} in "
         f"{str(place.dtype).removeprefix('torch.')} (precision {precision}; the same for "
-        "both), both eager (an epoch timed from a fresh model would time its compilation); "
+        "both), both eager (ours compiled, with --compile: finetune.train.compile true); "
         "train: the rate after each side's first step (which loads the kernels its loop "
         "uses and allocates its memory: once a run, whatever its length), that step's "
         "seconds beside it",
@@ -397,6 +416,7 @@ def main(argv: list[str] | None = None) -> Path:
         "both sides learn alike, not GPT-1's")
     settings = {"sizes": {name: asdict(s) for name, s in task_sizes.items()},
                 "repeats": args.repeats, "seeds": args.seeds, "rounds": rounds,
+                "compile": args.compile,
                 "tiny": args.tiny, "epochs": 1, "batch_size": knobs.batch_size,
                 "seed": params.finetune.seeds[0], "device": str(place.device),
                 "precision": precision, "preset": args.preset,

@@ -147,3 +147,26 @@ def test_the_train_rate_leaves_out_the_first_step() -> None:
                  outputs=np.zeros((1, 2)))
     assert run.train_rate(100, 5) == pytest.approx(20.0)
     assert ft.Run(2.0, 2.0, 1.0, np.zeros((1, 2))).train_rate(32, 1) == 16.0  # one step: all
+
+
+def test_compile_adds_ours_compiled(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--compile times a third side: ours with finetune.train.compile true, beside both."""
+    compiled = []
+
+    def ours(initial: TaskModel, data: Data, cfg: FinetuneTrainParams,
+             place: Placement) -> ft.Run:
+        compiled.append(cfg.compile)
+        return ft.Run(2.0 if cfg.compile else 1.0, 0.5, 1.0, np.zeros((len(data.dev), 2)))
+
+    monkeypatch.setattr(ft, "run_ours", ours)
+    monkeypatch.setattr(ft, "run_reference", lambda initial, data, cfg, place: ft.Run(
+        1.0, 0.5, 1.0, np.zeros((len(data.dev), 2))))
+    path = ft.main(["--tiny", "--compile", "--repeats", "1", "--seeds", "1",
+                    "--out", str(tmp_path)])
+    assert compiled == [False, True] * 2  # per task: ours, then ours compiled
+    rates, quality = json.loads(path.read_text())["tables"]
+    train = next(r for r in rates["rows"] if r["phase"] == "train")
+    assert train["ours compiled"] < train["ours"] == train["transformers"]
+    assert train["compiled ratio"] == pytest.approx(train["ours compiled"] / train["transformers"])
+    assert train["ours compiled first step s"] == 0.5
+    assert [r["side"] for r in quality["rows"]][:3] == ["ours", "transformers", "ours compiled"]
