@@ -10,7 +10,11 @@ Variants:
   (`gpt1.model.lm_loss.whole_logits_cross_entropy`), left to torch.compile to fuse, instead of
   its chunks (written so that a CPU never holds the whole logits);
 - CUDA graphs: `torch.compile(mode="reduce-overhead")`, the step's kernels replayed as one graph;
-- both.
+- both;
+- cuDNN attention: `scaled_dot_product_attention` preferring cuDNN's kernels over flash
+  attention (`sdpa_kernel(..., set_priority=True)`; transformers measured them faster on Hopper,
+  huggingface/transformers#48163), where they serve the step's shapes and dropout, else the
+  next backend as before.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from typing import Any
 from unittest import mock
 
 import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from bench import train_step
 from bench.common import Table, alternate, median, parser, publish
@@ -38,11 +43,17 @@ PEAK_SECONDS = 3.0
 class Variant:
     plain_loss: bool = False
     compile_mode: str | None = None  # torch.compile's mode; None: its default
+    cudnn_attention: bool = False  # cuDNN's attention kernels first where they serve
 
 
 VARIANTS = {"as is": Variant(), "plain loss": Variant(plain_loss=True),
             "CUDA graphs": Variant(compile_mode="reduce-overhead"),
-            "plain loss + CUDA graphs": Variant(plain_loss=True, compile_mode="reduce-overhead")}
+            "plain loss + CUDA graphs": Variant(plain_loss=True, compile_mode="reduce-overhead"),
+            "cuDNN attention": Variant(cudnn_attention=True)}
+
+# every backend, in the order the cuDNN attention variant prefers them
+CUDNN_FIRST = [SDPBackend.CUDNN_ATTENTION, SDPBackend.FLASH_ATTENTION,
+               SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
 
 
 @contextlib.contextmanager
@@ -58,6 +69,8 @@ def applied(variant: Variant) -> Iterator[None]:
         if variant.compile_mode is not None:
             stack.enter_context(mock.patch.object(
                 torch, "compile", partial(torch.compile, mode=variant.compile_mode)))
+        if variant.cudnn_attention:
+            stack.enter_context(sdpa_kernel(CUDNN_FIRST, set_priority=True))
         yield
 
 

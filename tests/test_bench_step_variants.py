@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from torch.nn.attention import SDPBackend
 
 from bench import step_variants
 from gpt1.model.transformer import GPT1, GPT1Config
@@ -40,3 +41,17 @@ def test_an_unknown_variant_is_refused(tmp_path: Path,
         step_variants.main(["--tiny", "--device", "cpu", "--variants", "as is,fp8",
                             "--out", str(tmp_path)])
     assert stop.value.code == 2 and "unknown ['fp8']" in capsys.readouterr().err
+
+
+def test_the_cudnn_attention_variant_computes_the_same_attention() -> None:
+    """Off CUDA no cuDNN kernel serves: the variant's preference falls through to the next
+    backend, and attention is what it was (on a GPU, the bench compares the losses)."""
+    torch.manual_seed(0)
+    model = GPT1(GPT1Config(vocab_size=301, n_ctx=16, n_embd=32, n_layer=1, n_head=2)).eval()
+    ids = torch.randint(0, 301, (3, 16))
+    before, order = model(ids), torch._C._get_sdp_priority_order()
+    with step_variants.applied(step_variants.VARIANTS["cuDNN attention"]):
+        assert torch._C._get_sdp_priority_order()[0] == int(SDPBackend.CUDNN_ATTENTION)
+        during = model(ids)
+    torch.testing.assert_close(during, before)
+    assert torch._C._get_sdp_priority_order() == order  # as it was after the variant
