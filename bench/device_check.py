@@ -156,7 +156,7 @@ def check_train_step(check: Check, tiny: bool, repeats: int, compiled: bool, pro
     sides compiled too (`--compile`). Its rows are added, and `save()` called, once it is timed;
     with `profile`, its profile then follows, the table of which it returns."""
     setup = train_step.make_setup(None if tiny else PRESET, str(check.device), "auto", tiny,
-                                  steps=10, warmup=3, compiled=compiled)
+                                  steps=10, warmup=5, compiled=compiled)
 
     def timed(tables: list[Table], result: dict[str, Any]) -> None:
         peak.read()

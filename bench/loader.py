@@ -94,19 +94,20 @@ class Steps:
                         for i in range(s.model_steps)]
         self.step(*self.batches[0])  # Adam allocates its state on the first step
 
-    def step(self, x: torch.Tensor, y: torch.Tensor) -> None:
+    def step(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         with autocast(self.device, self.dtype):
             loss = self.model.lm_loss(x, y)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
         self.optimizer.step()
-        loss.item()  # waits for the device, as the training loop does
+        return loss
 
     def __call__(self) -> float:
         started = time.perf_counter()
         for x, y in self.batches:
-            self.step(x, y)
+            loss = self.step(x, y)
+        loss.item()  # waits for the device, which the loop does every log_every steps
         return len(self.batches) / (time.perf_counter() - started)
 
 

@@ -76,7 +76,9 @@ def make_setup(preset: str | None, device: str, precision: str, tiny: bool,
              # one step more than timed: the loop evaluates after its last step
              "device": device, "precision": precision, "max_steps": warmup + steps + 1,
              "compile": False,  # the eager run's; `sides` sets it for the compiled one
-             "eval_every": 10**9, "log_every": 10**9, "peak_tflops": 1.0}
+             # off the CPU the loop reads its losses (waiting for the device) every log_every
+             # steps: at the warm-up's last step and the last timed one among them (`StepClock`)
+             "eval_every": 10**9, "log_every": math.gcd(warmup, steps), "peak_tflops": 1.0}
     # the few timed steps sit inside the warmup: the rate changes no step's cost
     knobs["warmup_steps"] = min(knobs["warmup_steps"], knobs["max_steps"])
     if tiny:
@@ -91,8 +93,9 @@ def make_setup(preset: str | None, device: str, precision: str, tiny: bool,
 
 class StepClock:
     """Seconds from the end of step `warmup` to the end of step `warmup + steps`, read in the
-    metrics callback that runs after each step's `loss.item()` (which waits for the device);
-    with a `profiler`, it records those steps."""
+    metrics callbacks of those steps, which the loop calls once it has read their losses (which
+    waits for the device: `make_setup` has it read at both); with a `profiler`, it records
+    those steps."""
 
     def __init__(self, warmup: int, steps: int, profiler: Any = None) -> None:
         self.warmup, self.last, self.profiler = warmup, warmup + steps, profiler
@@ -309,7 +312,9 @@ def main(argv: list[str] | None = None) -> Path:
                    help="also time ours (pretrain.compile) and transformers through "
                         "torch.compile; the warm-up, at least 2 steps, absorbs compilation")
     p.add_argument("--steps", type=int, default=10, help="timed steps per repetition")
-    p.add_argument("--warmup", type=int, default=3, help="untimed steps before them")
+    p.add_argument("--warmup", type=int, default=5,
+                   help="untimed steps before them (with --steps, a multiple of a larger "
+                        "number lets the loop read its losses less often off the CPU)")
     p.add_argument("--profile", action="store_true",
                    help="also profile a run of each side: where a step's time goes")
     p.add_argument("--curve-steps", type=int, default=None,

@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 import torch
 
+import gpt1.training.pretrain
 from bench import train_step
+from gpt1.training.step import TrainStep
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -131,3 +133,27 @@ def test_a_run_cut_short_in_its_profile_keeps_its_timing(
     (table,) = json.loads((tmp_path / "train_step.json").read_text())["tables"]
     assert table["name"] == "train_step"
     assert {row["model"] for row in table["rows"]} >= {"ours", "transformers float32"}
+
+
+@pytest.mark.parametrize(("warmup", "steps"), [(3, 10), (5, 10), (4, 6)])
+def test_the_clock_stops_where_the_loop_reads_its_losses(
+        monkeypatch: pytest.MonkeyPatch, warmup: int, steps: int) -> None:
+    """Off the CPU the loop reads its losses every log_every steps: the setup has it read at
+    the warm-up's last step and the last timed one, where the clock starts and stops."""
+    monkeypatch.setattr(gpt1.training.pretrain, "loss_read_interval",
+                        lambda device, log_every: log_every)  # the CPU reading as a GPU does
+    reads: list[int] = []
+    read_losses = TrainStep.read_losses
+
+    def recorded(self: TrainStep, *args: object, **kwargs: object) -> object:
+        read = read_losses(self, *args, **kwargs)
+        reads.extend([r.step for r in read][-1:])
+        return read
+
+    monkeypatch.setattr(TrainStep, "read_losses", recorded)
+    setup = train_step.make_setup(None, "cpu", "fp32", tiny=True, steps=steps, warmup=warmup)
+    clock = train_step.ours(setup)
+    assert {warmup, warmup + steps} <= set(reads)
+    assert clock.seconds > 0 and len(clock.losses) == warmup + steps + 1
+    if math.gcd(warmup, steps) > 1:
+        assert len(reads) < warmup + steps + 1  # not every step
