@@ -31,9 +31,10 @@ import statistics
 import time
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field, replace
-from functools import lru_cache
+from functools import lru_cache, partial
 from pathlib import Path
 from typing import get_args
+from unittest import mock
 
 import numpy as np
 import torch
@@ -247,9 +248,11 @@ def run_ours(initial: TaskModel, data: Data, cfg: FinetuneTrainParams, place: Pl
 
 
 def run_ours_compiled(initial: TaskModel, data: Data, cfg: FinetuneTrainParams,
-                      place: Placement) -> Run:
-    """Ours through torch.compile (`finetune.train.compile: true`): its first step compiles."""
-    return run_ours(initial, data, cfg.model_copy(update={"compile": True}), place)
+                      place: Placement, mode: str | None = None) -> Run:
+    """Ours through torch.compile (`finetune.train.compile: true`), in its `mode` (None: the
+    default; reduce-overhead: CUDA graphs, recorded per batch shape): its first step compiles."""
+    with mock.patch.object(torch, "compile", partial(torch.compile, mode=mode)):
+        return run_ours(initial, data, cfg.model_copy(update={"compile": True}), place)
 
 
 def run_reference(initial: TaskModel, data: Data, cfg: FinetuneTrainParams,
@@ -263,7 +266,8 @@ def run_reference(initial: TaskModel, data: Data, cfg: FinetuneTrainParams,
 
 
 def measure(task: TaskParams, data: Data, base: FinetuneTrainParams, s: Sizes, dropout: float,
-            rounds: int, place: Placement, compiled: bool = False) -> dict[str, TimedSide]:
+            rounds: int, place: Placement, compiled: bool = False,
+            compile_mode: str | None = None) -> dict[str, TimedSide]:
     """`rounds` alternating rounds of both sides (and ours compiled, with `compiled`), round r
     from seed `base.seed + r`: the same initial weights for every side within a round."""
     initial = lru_cache(maxsize=1)(
@@ -271,7 +275,7 @@ def measure(task: TaskParams, data: Data, base: FinetuneTrainParams, s: Sizes, d
                                    data.tok.vocab_size, dropout))
     runners = {"ours": run_ours, "transformers": run_reference}
     if compiled:
-        runners[COMPILED] = run_ours_compiled
+        runners[COMPILED] = partial(run_ours_compiled, mode=compile_mode)
     # no context to swap in: each side is its own loop
     sides = {name: TimedSide(nullcontext) for name in runners}
     steps = math.ceil(len(data.train) / base.batch_size)
@@ -336,6 +340,9 @@ def main(argv: list[str] | None = None) -> Path:
     p.add_argument("--compile", action="store_true",
                    help="also time ours through torch.compile (its first step, which "
                         "compiles, apart)")
+    p.add_argument("--compile-mode", default=None,
+                   help="torch.compile's mode for --compile (implies it), e.g. reduce-overhead "
+                        "(CUDA graphs)")
     where = p.add_mutually_exclusive_group()
     where.add_argument("--prepare", type=Path, metavar="BUNDLE",
                        help="write the tasks cleaned and encoded (and their sizes) to this "
@@ -365,6 +372,7 @@ def main(argv: list[str] | None = None) -> Path:
     base = task_sizes[CLASSIFICATION]
     place = placement(args.device, precision)
     rounds = max(args.repeats, args.seeds)
+    args.compile = args.compile or args.compile_mode is not None
     sides_run = SIDES + ((COMPILED,) if args.compile else ())
     rates = Table("fine-tuning examples/s (median)",
                   ["task", "phase", "ours", "transformers", "ratio", "target"]
@@ -379,7 +387,7 @@ def main(argv: list[str] | None = None) -> Path:
         cfg = cfg.model_copy(update={"epochs": 1, "device": args.device,
                                      "precision": precision, "compile": False})
         sides = measure(task, d, cfg, task_sizes[name], params.model.dropout, rounds, place,
-                        args.compile)
+                        args.compile, args.compile_mode)
         for phase in ("train", "eval"):
             rate = {side: median(getattr(sides[side], f"{phase}_rate")) for side in sides_run}
             extra = {f"{side} first step s": median(sides[side].first_step)
@@ -416,7 +424,7 @@ def main(argv: list[str] | None = None) -> Path:
         "both sides learn alike, not GPT-1's")
     settings = {"sizes": {name: asdict(s) for name, s in task_sizes.items()},
                 "repeats": args.repeats, "seeds": args.seeds, "rounds": rounds,
-                "compile": args.compile,
+                "compile": args.compile, "compile_mode": args.compile_mode,
                 "tiny": args.tiny, "epochs": 1, "batch_size": knobs.batch_size,
                 "seed": params.finetune.seeds[0], "device": str(place.device),
                 "precision": precision, "preset": args.preset,

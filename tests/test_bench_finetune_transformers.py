@@ -150,12 +150,13 @@ def test_the_train_rate_leaves_out_the_first_step() -> None:
 
 
 def test_compile_adds_ours_compiled(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """--compile times a third side: ours with finetune.train.compile true, beside both."""
+    """--compile times a third side: ours with finetune.train.compile true, beside both;
+    --compile-mode passes torch.compile its mode there."""
     compiled = []
 
     def ours(initial: TaskModel, data: Data, cfg: FinetuneTrainParams,
              place: Placement) -> ft.Run:
-        compiled.append(cfg.compile)
+        compiled.append((cfg.compile, getattr(torch.compile, "keywords", {}).get("mode")))
         return ft.Run(2.0 if cfg.compile else 1.0, 0.5, 1.0, np.zeros((len(data.dev), 2)))
 
     monkeypatch.setattr(ft, "run_ours", ours)
@@ -163,10 +164,16 @@ def test_compile_adds_ours_compiled(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         1.0, 0.5, 1.0, np.zeros((len(data.dev), 2))))
     path = ft.main(["--tiny", "--compile", "--repeats", "1", "--seeds", "1",
                     "--out", str(tmp_path)])
-    assert compiled == [False, True] * 2  # per task: ours, then ours compiled
+    assert compiled == [(False, None), (True, None)] * 2  # per task: ours, then ours compiled
     rates, quality = json.loads(path.read_text())["tables"]
     train = next(r for r in rates["rows"] if r["phase"] == "train")
     assert train["ours compiled"] < train["ours"] == train["transformers"]
     assert train["compiled ratio"] == pytest.approx(train["ours compiled"] / train["transformers"])
     assert train["ours compiled first step s"] == 0.5
     assert [r["side"] for r in quality["rows"]][:3] == ["ours", "transformers", "ours compiled"]
+
+    compiled.clear()
+    ft.main(["--tiny", "--compile-mode", "reduce-overhead", "--repeats", "1", "--seeds", "1",
+             "--out", str(tmp_path)])
+    assert compiled == [(False, None), (True, "reduce-overhead")] * 2
+    assert not hasattr(torch.compile, "keywords")  # unpatched after the run
