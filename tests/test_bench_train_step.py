@@ -68,8 +68,8 @@ def test_compile_adds_the_compiled_sides(tmp_path: Path, monkeypatch: pytest.Mon
     also profiled; the warm-up covers compilation."""
     monkeypatch.setattr("gpt1.training.device.cpu_has_native_bf16", lambda: False)
     monkeypatch.setattr(train_step, "measure_peak_flops", lambda *_: 1e11)
-    # our CPU dropout draws its masks with numpy, which cuts the compiled graph at each dropout
-    # into pieces compiled apart: minutes of compiling where nothing is cached yet
+    # the model of test_pretrain's compiled run (no dropout, which it compares with eager): a
+    # worker that ran one finds the other's kernels in inductor's cache
     monkeypatch.setitem(train_step.TINY_MODEL, "dropout", 0.0)
     path = train_step.main(["--tiny", "--compile", "--repeats", "1", "--steps", "1",
                             "--warmup", "1", "--curve-steps", "0", "--profile",

@@ -45,11 +45,11 @@ def resolve_dtype(precision: str, device: torch.device) -> torch.dtype:
 def resolve_compile(setting: Compile, device: torch.device, shapes_vary: bool = False) -> bool:
     """Whether a training loop runs its step through `torch.compile`: `auto` does on CUDA for a
     step of fixed shapes (pretraining), where the compiled step is faster, and not on the CPU,
-    where it measured slower than eager (and our CPU dropout's numpy masks break the graph into
-    many pieces, each compiled apart). A step whose shapes vary by batch (`shapes_vary`:
+    where it measured slower than eager. A step whose shapes vary by batch (`shapes_vary`:
     fine-tuning, each batch padded to its own longest example) stays eager under `auto`: its
     dynamic-shape compile takes longer than most tasks' whole fine-tuning eagerly.
-    Measured: bench/results/findings.md ("Fine-tuning on CUDA: eager under `compile: auto`")."""
+    Measured: bench/results/findings.md ("Compiling on the CPU: slower than eager with dropout
+    in the graph too"; "Fine-tuning on CUDA: eager under `compile: auto`")."""
     if setting == "auto":
         return device.type == "cuda" and not shapes_vary
     return setting
