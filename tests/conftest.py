@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import NoReturn
 
 import pytest
@@ -24,6 +25,7 @@ from filelock import FileLock
 from flows.serve import SERVER_PID, start_server
 from gpt1.config import Params, ServerParams, read_yaml
 from gpt1.presets.edit import ANALYSIS_TASKS, set_keys, update_params
+from gpt1.training.step import StepLoss, TrainStep
 
 # torch.compile's first compile in a process probes each vector ISA of the CPU by building and
 # loading a test library: 10 s of g++ per process (of a tiny model's 30 s compile). Trust the
@@ -98,6 +100,28 @@ def one_torch_thread() -> Iterator[None]:
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+@pytest.fixture()
+def loss_reads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The steps at which training loops read their losses: the latest step of each read that
+    `TrainStep.read_losses` returned."""
+    reads: list[int] = []
+    read_losses = TrainStep.read_losses
+
+    def recorded(self: TrainStep, *args: object, **kwargs: object) -> list[StepLoss]:
+        read = read_losses(self, *args, **kwargs)
+        reads.extend([r.step for r in read][-1:])
+        return read
+
+    monkeypatch.setattr(TrainStep, "read_losses", recorded)
+    return reads
+
+
+def read_as_off_the_cpu(monkeypatch: pytest.MonkeyPatch, loop: ModuleType) -> None:
+    """`loop` (a training loop's module) reads its losses on the CPU as it does on a GPU: every
+    log_every steps rather than every step."""
+    monkeypatch.setattr(loop, "loss_read_interval", lambda device, log_every: log_every)
 
 
 @pytest.fixture(scope="session")

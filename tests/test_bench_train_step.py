@@ -11,7 +11,7 @@ import torch
 
 import gpt1.training.pretrain
 from bench import train_step
-from gpt1.training.step import TrainStep
+from tests.conftest import read_as_off_the_cpu
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -137,23 +137,14 @@ def test_a_run_cut_short_in_its_profile_keeps_its_timing(
 
 @pytest.mark.parametrize(("warmup", "steps"), [(3, 10), (5, 10), (4, 6)])
 def test_the_clock_stops_where_the_loop_reads_its_losses(
-        monkeypatch: pytest.MonkeyPatch, warmup: int, steps: int) -> None:
+        monkeypatch: pytest.MonkeyPatch, loss_reads: list[int], warmup: int,
+        steps: int) -> None:
     """Off the CPU the loop reads its losses every log_every steps: the setup has it read at
     the warm-up's last step and the last timed one, where the clock starts and stops."""
-    monkeypatch.setattr(gpt1.training.pretrain, "loss_read_interval",
-                        lambda device, log_every: log_every)  # the CPU reading as a GPU does
-    reads: list[int] = []
-    read_losses = TrainStep.read_losses
-
-    def recorded(self: TrainStep, *args: object, **kwargs: object) -> object:
-        read = read_losses(self, *args, **kwargs)
-        reads.extend([r.step for r in read][-1:])
-        return read
-
-    monkeypatch.setattr(TrainStep, "read_losses", recorded)
+    read_as_off_the_cpu(monkeypatch, gpt1.training.pretrain)  # the CPU reading as a GPU does
     setup = train_step.make_setup(None, "cpu", "fp32", tiny=True, steps=steps, warmup=warmup)
     clock = train_step.ours(setup)
-    assert {warmup, warmup + steps} <= set(reads)
+    assert {warmup, warmup + steps} <= set(loss_reads)
     assert clock.seconds > 0 and len(clock.losses) == warmup + steps + 1
     if math.gcd(warmup, steps) > 1:
-        assert len(reads) < warmup + steps + 1  # not every step
+        assert len(loss_reads) < warmup + steps + 1  # not every step

@@ -25,7 +25,7 @@ from gpt1.training.finetune import (
     pad_batch,
     predict,
 )
-from gpt1.training.step import TrainStep
+from tests.conftest import read_as_off_the_cpu
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -345,30 +345,21 @@ def test_finetune_is_reproducible() -> None:
         assert torch.equal(pa_, pb_), name
 
 
-def test_losses_read_at_log_steps_give_the_same_run(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_losses_read_at_log_steps_give_the_same_run(monkeypatch: pytest.MonkeyPatch,
+                                                    loss_reads: list[int]) -> None:
     """Off the CPU the losses are read at the progress display's steps and each epoch's end:
     the epochs' losses and the weights are those of a run that reads them every step. Here the
     CPU is made to read as a GPU does."""
     examples, labels = classification(128, seed=4)  # 16 steps an epoch: a read every 3
-    reads: list[int] = []
-    read_losses = TrainStep.read_losses
-
-    def recorded(self: TrainStep, *args: object, **kwargs: object) -> object:
-        read = read_losses(self, *args, **kwargs)
-        reads.extend([r.step for r in read][-1:])
-        return read
-
-    monkeypatch.setattr(TrainStep, "read_losses", recorded)
     runs = []
     for at_log_steps in (False, True):
         if at_log_steps:
-            monkeypatch.setattr(gpt1.training.finetune, "loss_read_interval",
-                                lambda device, log_every: log_every)
-        reads.clear()
+            read_as_off_the_cpu(monkeypatch, gpt1.training.finetune)
+        loss_reads.clear()
         model, epoch_losses = task_model(dropout=0.1), []
         result = finetune(model, examples, labels, PAD, _cfg(epochs=2, batch_size=8),
                           lambda epoch, m, loss, seen=epoch_losses: seen.append(loss))
-        runs.append((list(reads), epoch_losses, result.train_loss, model))
+        runs.append((list(loss_reads), epoch_losses, result.train_loss, model))
     (every_reads, every_losses, every_loss, a), (log_reads, log_losses, log_loss, b) = runs
     assert every_reads == list(range(1, 33))
     assert log_reads == [1, 3, 6, 9, 12, 15, 16, 18, 21, 24, 27, 30, 32]  # and epochs' ends

@@ -21,7 +21,7 @@ from gpt1.training.pretrain import (
     pretrain,
     steady_rate,
 )
-from gpt1.training.step import TrainStep
+from tests.conftest import read_as_off_the_cpu
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -113,32 +113,23 @@ def test_thirty_steps_lower_the_loss() -> None:
 
 
 def test_losses_read_at_log_steps_give_the_same_run(monkeypatch: pytest.MonkeyPatch,
-                                                    tmp_path: Path) -> None:
+                                                    tmp_path: Path,
+                                                    loss_reads: list[int]) -> None:
     """Off the CPU the losses are read every log_every steps (and at each evaluation and
     checkpoint): the curves, the checkpoints and the weights are those of a run that reads them
     every step. Here the CPU is made to read as a GPU does."""
     train = [np.arange(300, dtype=np.uint16) % 13]
     val = [np.arange(60, dtype=np.uint16) % 13]
-    reads: list[int] = []
-    read_losses = TrainStep.read_losses
-
-    def recorded(self: TrainStep, *args: object, **kwargs: object) -> object:
-        read = read_losses(self, *args, **kwargs)
-        reads.extend([r.step for r in read][-1:])
-        return read
-
-    monkeypatch.setattr(TrainStep, "read_losses", recorded)
     runs = {}
     for read_every in ("every step", "log steps"):
         if read_every == "log steps":
-            monkeypatch.setattr(gpt1.training.pretrain, "loss_read_interval",
-                                lambda device, log_every: log_every)
-        reads.clear()
+            read_as_off_the_cpu(monkeypatch, gpt1.training.pretrain)
+        loss_reads.clear()
         model, seen = _model(13), []
         store = CheckpointStore(tmp_path / read_every.replace(" ", "-"), "run")
         result = pretrain(model, train, val, _cfg(max_steps=23, log_every=4, eval_every=6),
                           lambda step, values, seen=seen: seen.append((step, values)), store)
-        runs[read_every] = (seen, list(reads), model, result, store.latest())
+        runs[read_every] = (seen, list(loss_reads), model, result, store.latest())
     (every, every_reads, a, ra, ckpt_a), (logged, log_reads, b, rb, ckpt_b) = runs.values()
     assert every_reads == list(range(1, 24))
     assert log_reads == [1, 4, 6, 8, 10, 12, 16, 18, 20, 23]  # log steps, evaluations, checkpoints

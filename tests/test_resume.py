@@ -23,6 +23,7 @@ from gpt1.model.transformer import GPT1, GPT1Config
 from gpt1.training.checkpoint import CheckpointStore, StopRequested
 from gpt1.training.optim import lr_factor
 from gpt1.training.pretrain import WindowSampler, pretrain
+from tests.conftest import read_as_off_the_cpu
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -94,8 +95,7 @@ def test_a_sigterm_between_loss_reads_checkpoints_the_curves_to_its_step(
     """Off the CPU the losses are read every log_every steps: a signal that comes between two
     reads still stops after its own step, with that step's loss in the checkpoint's curves."""
     if read_every == "log step":
-        monkeypatch.setattr(gpt1.training.pretrain, "loss_read_interval",
-                            lambda device, log_every: log_every)
+        read_as_off_the_cpu(monkeypatch, gpt1.training.pretrain)
     train, val = _data()
     reference = _model()
     seen_reference: list[tuple[int, dict[str, float]]] = []
