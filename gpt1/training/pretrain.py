@@ -335,7 +335,7 @@ def _train(state: PretrainState, session: _Session) -> None:
     if start == 0:
         snapshot()
 
-    def record(read: list[StepLoss], evaluating: bool) -> list[StepLoss]:
+    def record(read: list[StepLoss], evaluating: bool) -> None:
         """Report and keep the curves of the steps `read`; evaluate after the latest step if
         `evaluating` and it is among them."""
         for step, loss, lr in read:
@@ -347,7 +347,6 @@ def _train(state: PretrainState, session: _Session) -> None:
                 values["val/loss"] = state.val_loss
             session.report(step, values)
             state.history.record(step, values)
-        return read
 
     with (StopSignals() if session.checkpoints is not None else contextlib.nullcontext()) as stop, \
             (StepProgress("pretrain", cfg.max_steps, cfg.log_every, log, start=start)
@@ -368,7 +367,9 @@ def _train(state: PretrainState, session: _Session) -> None:
             signum = int(group.max(stop.requested or 0)) if stop is not None else 0
             if signum:  # checkpointed now, with the curves to this step
                 checkpointing = True
-                read += record(train_step.read_losses(state, now=True), evaluating)
+                rest = train_step.read_losses(state, now=True)
+                record(rest, evaluating)
+                read += rest
             state.seconds = before.seconds + time.perf_counter() - started
             if state.step == start + 1:
                 state.startup_seconds += state.seconds - before.seconds
