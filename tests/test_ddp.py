@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -44,6 +45,24 @@ import os, runpy
 os.chdir(f"rank{os.environ['RANK']}")
 runpy.run_module("tasks.pretrain", run_name="__main__", alter_sys=True)
 """
+# The same, reading the losses as off the CPU (every log_every steps, and where the loop must);
+# with STOP_AT set, rank 1 alone sends itself SIGTERM after that step, as a scheduler's signal
+# that reaches one process of a job
+OFF_THE_CPU = """\
+import os, runpy, signal
+from gpt1.training import pretrain, step
+os.chdir(f"rank{os.environ['RANK']}")
+pretrain.loss_read_interval = lambda device, log_every: log_every
+stop_at = int(os.environ.get("STOP_AT", 0))
+if os.environ["RANK"] == "1" and stop_at:
+    run_step = step.TrainStep.__call__
+    def then_signal(self, state, number, forward):
+        run_step(self, state, number, forward)
+        if number == stop_at:
+            os.kill(os.getpid(), signal.SIGTERM)
+    step.TrainStep.__call__ = then_signal
+runpy.run_module("tasks.pretrain", run_name="__main__", alter_sys=True)
+"""
 
 
 def _inputs(root: Path) -> int:
@@ -56,16 +75,22 @@ def _inputs(root: Path) -> int:
     return vocab
 
 
-def _torchrun(root: Path, processes: int) -> None:
+def _rank_dirs(root: Path, processes: int) -> None:
     for rank in range(processes):
         for link, target in LINKS.items():
             path = root / f"rank{rank}" / link
             path.parent.mkdir(parents=True, exist_ok=True)
             path.symlink_to(root / target)
-    (root / "in_rank_dir.py").write_text(IN_RANK_DIR)
-    run([sys.executable, "-m", "torch.distributed.run", "--standalone",
-         f"--nproc_per_node={processes}", "in_rank_dir.py"], root, timeout=300,
-        env={"OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)})
+
+
+def _torchrun(root: Path, processes: int, script: str = IN_RANK_DIR,
+              env: dict[str, str] | None = None, check: bool = True
+              ) -> subprocess.CompletedProcess:
+    (root / "in_rank_dir.py").write_text(script)
+    return run([sys.executable, "-m", "torch.distributed.run", "--standalone",
+                f"--nproc_per_node={processes}", "in_rank_dir.py"], root, timeout=300,
+               env={"OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO), **(env or {})},
+               check=check)
 
 
 def _written(folder: Path) -> set[str]:
@@ -116,6 +141,7 @@ def test_two_processes_follow_the_one_process_trajectory(tmp_path: Path) -> None
     """2 processes at 4 rows each = 1 process at 8 rows: the same losses and weights to rounding
     (measured: losses within 2e-7 relative, weights within 3e-6 absolute), with dropout 0."""
     vocab = _inputs(tmp_path)
+    _rank_dirs(tmp_path, 2)
     _torchrun(tmp_path, 2)
     model, seen = one_process(tmp_path, vocab)
     rank0 = tmp_path / "rank0"
@@ -137,6 +163,29 @@ def test_two_processes_follow_the_one_process_trajectory(tmp_path: Path) -> None
     reached = [s for s in params.pretrain.snapshots if s <= STEPS]
     assert sorted(p.name for p in (run / "snapshots").iterdir()) == [
         f"step-{s:08d}" for s in reached] and len(reached) >= 2
+
+
+def test_a_signal_to_one_process_stops_both_where_they_read_and_they_resume(
+        tmp_path: Path) -> None:
+    """Off the CPU the processes ask each other for a signal only where they read the losses
+    (asking waits for the device): SIGTERM to rank 1 alone after step 6, losses read every 4
+    steps and at the checkpoint of step 5, stops both after step 8, checkpointed; run again, they
+    resume from there and end on the one-process trajectory."""
+    vocab = _inputs(tmp_path)
+    update_params(tmp_path / "params.yaml", nest({"pretrain.log_every": 4}))
+    _rank_dirs(tmp_path, 2)
+    stopped = _torchrun(tmp_path, 2, OFF_THE_CPU, env={"STOP_AT": "6"}, check=False)
+    log = stopped.stdout + stopped.stderr
+    assert stopped.returncode != 0, log
+    assert "pretraining stopped: SIGTERM at step 8" in log, log
+    [checkpoints] = (tmp_path / "shared/checkpoints/pretrain").iterdir()
+    assert sorted(p.name for p in checkpoints.glob("step-*.pt")) == [
+        "step-00000005.pt", "step-00000008.pt"]
+
+    resumed = _torchrun(tmp_path, 2, OFF_THE_CPU)
+    assert "resumed from the checkpoint of step 8" in resumed.stdout + resumed.stderr
+    model, seen = one_process(tmp_path, vocab)
+    assert_same_trajectory(tmp_path / "rank0", model, seen)
 
 
 def test_batch_must_split_evenly_over_the_processes() -> None:

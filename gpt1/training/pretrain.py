@@ -363,8 +363,11 @@ def _train(state: PretrainState, session: _Session) -> None:
             read = train_step.read_losses(
                 state, now=evaluating or checkpointing or state.step == start + 1)
             record(read, evaluating)
-            # a signal may reach some processes only: any one of them stops them all
-            signum = int(group.max(stop.requested or 0)) if stop is not None else 0
+            # a signal may reach some processes only: any one of them stops them all, at a step
+            # where all ask. Asking is a collective, which waits for the device: with several
+            # processes they ask where they read the losses (every step on the CPU)
+            asking = stop is not None and (bool(read) or not group.parallel)
+            signum = int(group.max(stop.requested or 0)) if asking else 0
             if signum:  # checkpointed now, with the curves to this step
                 checkpointing = True
                 rest = train_step.read_losses(state, now=True)
@@ -401,7 +404,8 @@ def pretrain(model: Trunk, train: list[np.ndarray], val: list[np.ndarray], cfg: 
     rows of the same batch, and DDP averages the gradients, so the run follows the one-process
     trajectory (to rounding; dropout draws differ). Only rank 0 calls `on_metrics`, shows
     progress and writes checkpoints; every process reads them to resume, and all stop at the same
-    step.
+    step: on a signal to any of them, the next step whose losses they read (off the CPU, at most
+    `cfg.log_every` steps later).
 
     With `extend` (the checkpoints of a run whose settings differ only in a smaller
     `max_steps`) and none of its own, the run continues from that run's newest checkpoint
