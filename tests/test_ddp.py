@@ -1,5 +1,6 @@
 """Data-parallel pretraining: `torchrun --nproc_per_node=2 -m tasks.pretrain` (gloo on the CPU)
-follows the one-process run's trajectory, and only rank 0 writes."""
+follows the one-process run's trajectory through a signal to one process and a resume, and only
+rank 0 writes."""
 
 from __future__ import annotations
 
@@ -40,15 +41,10 @@ KNOBS = {
 # shared place, so whatever else appears in a folder is what that process wrote.
 LINKS = {"params.yaml": "params.yaml", "artifacts/bpe": "shared/bpe",
          "data/shards": "shared/shards", "artifacts/checkpoints": "shared/checkpoints"}
+# Each rank runs the stage in its own folder, reading the losses as off the CPU (every log_every
+# steps, and where the loop must); with STOP_AT set, rank 1 alone sends itself SIGTERM after that
+# step, as a scheduler's signal that reaches one process of a job
 IN_RANK_DIR = """\
-import os, runpy
-os.chdir(f"rank{os.environ['RANK']}")
-runpy.run_module("tasks.pretrain", run_name="__main__", alter_sys=True)
-"""
-# The same, reading the losses as off the CPU (every log_every steps, and where the loop must);
-# with STOP_AT set, rank 1 alone sends itself SIGTERM after that step, as a scheduler's signal
-# that reaches one process of a job
-OFF_THE_CPU = """\
 import os, runpy, signal
 from gpt1.training import pretrain, step
 os.chdir(f"rank{os.environ['RANK']}")
@@ -83,10 +79,9 @@ def _rank_dirs(root: Path, processes: int) -> None:
             path.symlink_to(root / target)
 
 
-def _torchrun(root: Path, processes: int, script: str = IN_RANK_DIR,
-              env: dict[str, str] | None = None, check: bool = True
-              ) -> subprocess.CompletedProcess:
-    (root / "in_rank_dir.py").write_text(script)
+def _torchrun(root: Path, processes: int, env: dict[str, str] | None = None,
+              check: bool = True) -> subprocess.CompletedProcess:
+    (root / "in_rank_dir.py").write_text(IN_RANK_DIR)
     return run([sys.executable, "-m", "torch.distributed.run", "--standalone",
                 f"--nproc_per_node={processes}", "in_rank_dir.py"], root, timeout=300,
                env={"OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO), **(env or {})},
@@ -137,12 +132,22 @@ def assert_same_trajectory(folder: Path, model: GPT1,
         torch.testing.assert_close(trained[key], value, rtol=1e-4, atol=1e-5, msg=key)
 
 
-def test_two_processes_follow_the_one_process_trajectory(tmp_path: Path) -> None:
+def test_two_processes_follow_the_one_process_trajectory_through_a_stop(tmp_path: Path) -> None:
     """2 processes at 4 rows each = 1 process at 8 rows: the same losses and weights to rounding
-    (measured: losses within 2e-7 relative, weights within 3e-6 absolute), with dropout 0."""
+    (measured: losses within 2e-7 relative, weights within 3e-6 absolute), with dropout 0, through
+    a stop and a resume. Off the CPU the processes ask each other for a signal only where they
+    read the losses (asking waits for the device): SIGTERM to rank 1 alone after step 6, losses
+    read every 4 steps and at the checkpoint of step 5, stops both after step 8, checkpointed;
+    run again, they resume from there."""
     vocab = _inputs(tmp_path)
+    update_params(tmp_path / "params.yaml", nest({"pretrain.log_every": 4}))
     _rank_dirs(tmp_path, 2)
-    _torchrun(tmp_path, 2)
+    stopped = _torchrun(tmp_path, 2, env={"STOP_AT": "6"}, check=False)
+    log = stopped.stdout + stopped.stderr
+    assert stopped.returncode != 0, log
+    assert "pretraining stopped: SIGTERM at step 8" in log, log
+    resumed = _torchrun(tmp_path, 2)
+    assert "resumed from the checkpoint of step 8" in resumed.stdout + resumed.stderr
     model, seen = one_process(tmp_path, vocab)
     rank0 = tmp_path / "rank0"
     assert_same_trajectory(rank0, model, seen)
@@ -155,37 +160,14 @@ def test_two_processes_follow_the_one_process_trajectory(tmp_path: Path) -> None
     assert any(path.startswith("dvclive/pretrain/") for path in written)
     assert json.loads((rank0 / "metrics/pretrain.json").read_text())["steps"] == STEPS
     [run] = (tmp_path / "shared/checkpoints/pretrain").iterdir()  # one folder: one setting
-    assert sorted(p.name for p in run.iterdir()) == [
-        "run.json", "snapshots", "step-00000005.pt", "step-00000005.sha256", "step-00000010.pt",
-        "step-00000010.sha256"]
+    assert sorted(p.name for p in run.iterdir()) == [  # the newest 2 (pretrain.keep_checkpoints)
+        "run.json", "snapshots", *(f"step-{s:08d}.{ext}" for s in (8, 10)
+                                   for ext in ("pt", "sha256"))]
     # the snapshot steps reached (of params.yaml's), written once, by rank 0
     params = load_params(tmp_path / "params.yaml")
     reached = [s for s in params.pretrain.snapshots if s <= STEPS]
     assert sorted(p.name for p in (run / "snapshots").iterdir()) == [
         f"step-{s:08d}" for s in reached] and len(reached) >= 2
-
-
-def test_a_signal_to_one_process_stops_both_where_they_read_and_they_resume(
-        tmp_path: Path) -> None:
-    """Off the CPU the processes ask each other for a signal only where they read the losses
-    (asking waits for the device): SIGTERM to rank 1 alone after step 6, losses read every 4
-    steps and at the checkpoint of step 5, stops both after step 8, checkpointed; run again, they
-    resume from there and end on the one-process trajectory."""
-    vocab = _inputs(tmp_path)
-    update_params(tmp_path / "params.yaml", nest({"pretrain.log_every": 4}))
-    _rank_dirs(tmp_path, 2)
-    stopped = _torchrun(tmp_path, 2, OFF_THE_CPU, env={"STOP_AT": "6"}, check=False)
-    log = stopped.stdout + stopped.stderr
-    assert stopped.returncode != 0, log
-    assert "pretraining stopped: SIGTERM at step 8" in log, log
-    [checkpoints] = (tmp_path / "shared/checkpoints/pretrain").iterdir()
-    assert sorted(p.name for p in checkpoints.glob("step-*.pt")) == [
-        "step-00000005.pt", "step-00000008.pt"]
-
-    resumed = _torchrun(tmp_path, 2, OFF_THE_CPU)
-    assert "resumed from the checkpoint of step 8" in resumed.stdout + resumed.stderr
-    model, seen = one_process(tmp_path, vocab)
-    assert_same_trajectory(tmp_path / "rank0", model, seen)
 
 
 def test_batch_must_split_evenly_over_the_processes() -> None:
