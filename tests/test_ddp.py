@@ -184,7 +184,8 @@ def test_each_process_takes_its_rows_and_one_process_needs_no_group() -> None:
     assert Group().rows(8) == slice(0, 8)
     single = from_env({})
     assert (single.rank, single.world_size, single.is_main, single.parallel) == (0, 1, True, False)
-    assert single.mean(2.5) == 2.5 and single.max(3) == 3
+    assert single.mean(2.5) == 2.5 and single.means([1.0, 2.5]) == [1.0, 2.5]
+    assert single.max(3) == 3
     assert single.gather("x") == ["x"] and single.from_main("x") == "x"
     assert from_env({"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1"}) == Group(1, 2, 1)
     assert not Group(1, 2, 1).is_main

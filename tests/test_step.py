@@ -56,11 +56,11 @@ def test_a_step_is_the_usual_one() -> None:
 def test_the_loss_is_reduced_then_checked_and_smoothed() -> None:
     state = _state()
     x = torch.ones(2, 3)
-    step = TrainStep(CPU, 1.0, "pretrain", reduce=lambda loss: 2.0)
+    step = TrainStep(CPU, 1.0, "pretrain", reduce=lambda losses: [2.0] * len(losses))
     step(state, 1, lambda: _loss(state.model, x))
     assert [r.loss for r in step.read_losses(state)] == [2.0]
     assert state.smoothed_loss == 2.0
-    diverged = TrainStep(CPU, 1.0, "pretrain", reduce=lambda loss: math.nan)
+    diverged = TrainStep(CPU, 1.0, "pretrain", reduce=lambda losses: [math.nan] * len(losses))
     diverged(state, 2, lambda: _loss(state.model, x))
     with pytest.raises(FloatingPointError, match="pretrain: the loss became nan at step 2"):
         diverged.read_losses(state)

@@ -52,13 +52,18 @@ class Group:
 
     def mean(self, value: float) -> float:
         """The mean of every process's `value`."""
+        return self.means([value])[0]
+
+    def means(self, values: list[float]) -> list[float]:
+        """Element by element, the mean of every process's `values` (each the same length), in
+        one collective however many there are."""
         if not self.parallel:
-            return value
-        return _all_reduce(value, dist.ReduceOp.SUM) / self.world_size
+            return values
+        return [total / self.world_size for total in _all_reduce(values, dist.ReduceOp.SUM)]
 
     def max(self, value: float) -> float:
         """The largest of every process's `value`."""
-        return _all_reduce(value, dist.ReduceOp.MAX) if self.parallel else value
+        return _all_reduce([value], dist.ReduceOp.MAX)[0] if self.parallel else value
 
     def gather(self, obj: T) -> list[T]:
         """Every process's `obj` (picklable), in rank order, on every process."""
@@ -106,10 +111,10 @@ def process_group(device_name: str) -> Iterator[Group]:
         dist.destroy_process_group()
 
 
-def _all_reduce(value: float, op: dist.ReduceOp) -> float:
+def _all_reduce(values: list[float], op: dist.ReduceOp) -> list[float]:
     # NCCL reduces CUDA tensors only; float64 keeps a mean of float32 losses exact to their digits
     device = (torch.device("cuda", torch.cuda.current_device())
               if dist.get_backend() == "nccl" else torch.device("cpu"))
-    tensor = torch.tensor([value], dtype=torch.float64, device=device)
+    tensor = torch.tensor(values, dtype=torch.float64, device=device)
     dist.all_reduce(tensor, op=op)
-    return float(tensor.item())
+    return tensor.tolist()

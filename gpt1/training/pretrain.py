@@ -150,10 +150,9 @@ def evaluate(model: Trunk, sampler: WindowSampler, batches: int, batch_size: int
     for i in range(batches):
         x, y = sampler.batch(i, batch_size)
         with autocast(device, dtype):
-            losses.append(model.lm_loss(to_device(x[rows], device),
-                                        to_device(y[rows], device)).item())
+            losses.append(model.lm_loss(to_device(x[rows], device), to_device(y[rows], device)))
     model.train(was_training)
-    return group.mean(float(np.mean(losses)))
+    return group.mean(float(np.mean(torch.stack(losses).tolist())))  # the host waits once
 
 
 class _LMLoss(nn.Module):
@@ -327,7 +326,7 @@ def _train(state: PretrainState, session: _Session) -> None:
     every evaluation and checkpoint: the curves and the checkpoints are complete to their step."""
     cfg, group, device = session.cfg, session.group, session.placement.device
     rows = group.rows(cfg.batch_size)
-    train_step = TrainStep(session.placement, cfg.grad_clip, "pretrain", group.mean,
+    train_step = TrainStep(session.placement, cfg.grad_clip, "pretrain", group.means,
                            loss_read_interval(device, cfg.log_every))
     before = copy.copy(state)  # its figures as the session starts
     start, started = state.step, time.perf_counter()

@@ -49,10 +49,6 @@ def loss_read_interval(device: torch.device, log_every: int) -> int:
     return 1 if device.type == "cpu" else max(1, log_every)
 
 
-def _same(loss: float) -> float:
-    return loss
-
-
 @dataclass
 class _Pending:
     step: int
@@ -65,14 +61,14 @@ class TrainStep:
     `forward()` computing the loss; `step.read_losses(state)` then returns the losses of the steps
     run since the last read, every `read_every` steps (or when asked to).
 
-    The gradients are clipped to a norm of `grad_clip`. `reduce` turns this process's loss into
-    the run's (with several data-parallel processes, the mean over them) before the divergence
-    check, which raises FloatingPointError naming `what` and the step once a loss read is no
-    longer finite or has blown up (`DivergenceGuard`).
+    The gradients are clipped to a norm of `grad_clip`. `reduce` turns this process's losses, as
+    read, into the run's (with several data-parallel processes, their means over the processes,
+    in one collective) before the divergence check, which raises FloatingPointError naming `what`
+    and the step once a loss read is no longer finite or has blown up (`DivergenceGuard`).
     """
 
     def __init__(self, placement: Placement, grad_clip: float, what: str,
-                 reduce: Callable[[float], float] = _same, read_every: int = 1) -> None:
+                 reduce: Callable[[list[float]], list[float]] = list, read_every: int = 1) -> None:
         self.placement, self.grad_clip, self.reduce = placement, grad_clip, reduce
         self.read_every = read_every
         self.guard = DivergenceGuard(what)
@@ -98,9 +94,9 @@ class TrainStep:
         pending, self._pending = self._pending, []
         with record_function("read losses"):
             values = torch.stack([p.loss.float() for p in pending]).tolist()  # one wait
+            values = self.reduce(values)
         read = []
         for p, value in zip(pending, values, strict=True):
-            value = self.reduce(value)
             self.guard.check(p.step, value)
             state.smoothed_loss = smooth(state.smoothed_loss, value)
             read.append(StepLoss(p.step, value, p.lr))
