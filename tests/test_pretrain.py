@@ -193,3 +193,23 @@ def test_evaluate_is_repeatable_and_restores_mode() -> None:
     assert model.training
     assert evaluate(model, sampler, 3, 4, cpu, torch.float32) == first
     assert first == pytest.approx(math.log(13), abs=0.5)
+
+
+def test_evaluate_is_the_mean_batch_loss_read_from_the_device_once(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A read (`item`, `tolist`) makes the host wait for a GPU: one per evaluation, not one per
+    batch."""
+    model = _model(13).eval()
+    sampler = WindowSampler([np.arange(100, dtype=np.uint16) % 13], CTX, seed=1, name="val")
+    with torch.no_grad():
+        expected = np.mean([torch.nn.functional.cross_entropy(
+            (model(x) @ model.tokens_embed.weight.T).flatten(0, 1), y.flatten()).item()
+            for x, y in (sampler.batch(i, 4) for i in range(3))])
+    reads = []
+    for name in ("item", "tolist"):
+        read = getattr(torch.Tensor, name)
+        monkeypatch.setattr(torch.Tensor, name,
+                            lambda self, read=read, name=name: reads.append(name) or read(self))
+    loss = evaluate(model, sampler, 3, 4, torch.device("cpu"), torch.float32)
+    assert len(reads) == 1
+    assert loss == pytest.approx(expected, rel=1e-6)

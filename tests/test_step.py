@@ -90,6 +90,25 @@ def test_losses_wait_on_the_device_until_a_read_is_due() -> None:
     assert every_fourth[1].smoothed_loss != every[1].smoothed_loss
 
 
+def test_a_read_reduces_its_losses_together() -> None:
+    """With several processes, `reduce` is a collective: one per read, not one per step."""
+    state, reduced = _state(), []
+    step = TrainStep(CPU, 1.0, "pretrain", read_every=3,
+                     reduce=lambda losses: reduced.append(losses) or [2 * v for v in losses])
+    x, computed = torch.ones(2, 3), []
+
+    def forward() -> torch.Tensor:
+        computed.append(_loss(state.model, x))
+        return computed[-1]
+
+    for number in range(1, 4):
+        step(state, number, forward)
+    read = step.read_losses(state)
+    losses = [loss.item() for loss in computed]
+    assert reduced == [losses]
+    assert [r.loss for r in read] == [2 * v for v in losses]
+
+
 def test_a_loss_read_late_names_the_step_it_diverged_at() -> None:
     state = _state()
     step = TrainStep(CPU, 1.0, "finetune", read_every=5)
