@@ -16,6 +16,7 @@ a preset's with `--preset` (paper: 12 layers x 768).
     # for a GPU machine without spaCy: the tasks cleaned and encoded here, in one folder
     python -m bench.finetune_transformers --preset paper --prepare .ftdata
     python -m bench.finetune_transformers --device cuda --bundle .ftdata   # there
+    python -m bench.finetune_transformers --profile   # and where each side's step time goes
 
 The double-heads model's multiple-choice head is ours: dropout and a linear layer on the extract
 token's state (`mc_token_ids`), one scalar per choice, a softmax over the choices. A classifier
@@ -24,11 +25,13 @@ is the same head on one "choice" with an output per label.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import math
 import statistics
 import time
+from collections.abc import Iterator
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field, replace
 from functools import lru_cache, partial
@@ -40,6 +43,8 @@ import numpy as np
 import torch
 from torch import nn
 from torch.nn.utils.rnn import pad_sequence
+from torch.optim.optimizer import register_optimizer_step_post_hook
+from torch.profiler import record_function
 from transformers import OpenAIGPTConfig, OpenAIGPTDoubleHeadsModel
 
 from bench.common import (
@@ -54,6 +59,8 @@ from bench.common import (
     write_encoded,
 )
 from bench.finetune import ROOT, SAMPLE, TARGET, Data, Side, Sizes, load_data, sizes
+from bench.profiling import breakdown, breakdown_table, step_profiler, top_ops
+from bench.train_step import StepClock
 from gpt1.atomic import atomic_dir
 from gpt1.config import FinetuneTrainParams, Params, Precision, TaskParams, load_params
 from gpt1.corpus.bpe import GPT1Tokenizer, train_bpe
@@ -74,6 +81,7 @@ CLASSIFICATION = "sst2"
 CHOICE = "story_cloze"
 SIDES = ("ours", "transformers")
 COMPILED = "ours compiled"
+PROFILE_STEPS = 20  # training steps profiled per side (--profile), after its first
 
 
 def load_choice_data(params: Params, root: Path, s: Sizes) -> Data:
@@ -189,14 +197,17 @@ def reference_finetune(model: OpenAIGPTDoubleHeadsModel, examples: list[list[lis
         order = rng.permutation(len(examples))
         for start in range(0, len(order), cfg.batch_size):
             idx = order[start:start + cfg.batch_size]
-            batch = collate(examples, idx, pad_id, place.device)
+            with record_function("data"):
+                batch = collate(examples, idx, pad_id, place.device)
+                batch_targets = targets_t[idx].to(place.device)
             with autocast(place.device, place.dtype):
-                loss = reference_loss(model, batch, targets_t[idx].to(place.device), cfg.lm_coef)
+                loss = reference_loss(model, batch, batch_targets, cfg.lm_coef)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
-            torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
-            optimizer.step()
-            scheduler.step()
+            with record_function("optimizer"):
+                torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
+                optimizer.step()
+                scheduler.step()
             if math.isnan(first_step):
                 loss.item()  # waits for the device
                 first_step = time.perf_counter() - started
@@ -295,6 +306,54 @@ def measure(task: TaskParams, data: Data, base: FinetuneTrainParams, s: Sizes, d
     return sides
 
 
+@contextlib.contextmanager
+def clocked_steps(clock: StepClock, device: torch.device) -> Iterator[None]:
+    """Inside, each optimiser step (both sides' loops step one optimiser once a batch) is
+    counted and shown to `clock`, the device synchronised first at the steps where the clock
+    starts and stops, so that its seconds are the device's as well as the host's."""
+    count = 0
+
+    def after_step(*_: object) -> None:
+        nonlocal count
+        count += 1
+        if count in (clock.warmup, clock.last) and device.type == "cuda":
+            torch.cuda.synchronize(device)
+        clock(count, {})
+
+    handle = register_optimizer_step_post_hook(after_step)
+    try:
+        yield
+    finally:
+        handle.remove()
+
+
+def profile_sides(task: TaskParams, data: Data, cfg: FinetuneTrainParams, s: Sizes,
+                  dropout: float, place: Placement
+                  ) -> tuple[Table, dict[str, dict[str, float]], dict[str, str]] | None:
+    """One run of each side from the same weights under torch.profiler, its training steps 2
+    to `PROFILE_STEPS` + 1 (or the epoch's last) recorded: milliseconds per step in each
+    category and its share, and each side's costliest ops and kernels. None for an epoch of one
+    step, which has nothing after its first."""
+    steps = min(PROFILE_STEPS, math.ceil(len(data.train) / cfg.batch_size) - 1)
+    if steps < 1:
+        return None
+    initial = initial_model(task, cfg, s, data.tok.vocab_size, dropout)
+    by_side: dict[str, dict[str, float]] = {}
+    ops: dict[str, str] = {}
+    for name, runner in (("ours", run_ours), ("transformers", run_reference)):
+        profiler = step_profiler(place.device)
+        clock = StepClock(1, steps, profiler)
+        with clocked_steps(clock, place.device):
+            runner(initial, data, cfg, place)
+        by_side[name] = breakdown(profiler.events(), clock.seconds, steps, place.device)
+        ops[name] = top_ops(profiler, place.device)
+    table = breakdown_table(f"profile: milliseconds per training step, {task.title}", by_side)
+    table.notes.append(f"one run of each side under torch.profiler, eager, steps 2 to "
+                       f"{steps + 1} (the profiler slows small ops: the rates above are "
+                       "measured without it)")
+    return table, by_side, ops
+
+
 def spread(values: list[float]) -> float | None:
     """The sample standard deviation; None for a single value."""
     return statistics.stdev(values) if len(values) > 1 else None
@@ -343,6 +402,9 @@ def main(argv: list[str] | None = None) -> Path:
     p.add_argument("--compile-mode", default=None,
                    help="torch.compile's mode for --compile (implies it), e.g. reduce-overhead "
                         "(CUDA graphs)")
+    p.add_argument("--profile", action="store_true",
+                   help="then profile a run of each side per task: where a training step's "
+                        "time goes (the timed tables are written first)")
     where = p.add_mutually_exclusive_group()
     where.add_argument("--prepare", type=Path, metavar="BUNDLE",
                        help="write the tasks cleaned and encoded (and their sizes) to this "
@@ -380,6 +442,7 @@ def main(argv: list[str] | None = None) -> Path:
                   + [f"{side} first step s" for side in sides_run])
     quality = Table("dev accuracy after one epoch",
                     ["task", "side", "mean", "std", "seeds", "train", "dev"])
+    ran: list[tuple[str, TaskParams, Data, FinetuneTrainParams, Sizes]] = []
     for name, d in data.items():
         task = params.tasks[name]
         cfg = params.finetune.for_task(task, params.finetune.seeds[0])
@@ -388,6 +451,7 @@ def main(argv: list[str] | None = None) -> Path:
                                      "precision": precision, "compile": False})
         sides = measure(task, d, cfg, task_sizes[name], params.model.dropout, rounds, place,
                         args.compile, args.compile_mode)
+        ran.append((name, task, d, cfg, task_sizes[name]))
         for phase in ("train", "eval"):
             rate = {side: median(getattr(sides[side], f"{phase}_rate")) for side in sides_run}
             extra = {f"{side} first step s": median(sides[side].first_step)
@@ -430,7 +494,20 @@ def main(argv: list[str] | None = None) -> Path:
                 "precision": precision, "preset": args.preset,
                 "bundle": None if args.bundle is None else str(args.bundle),
                 "dtype": str(place.dtype).removeprefix("torch.")}
-    return publish([rates, quality], args.out, "finetune_transformers", settings)
+    tables = [rates, quality]
+    path = publish(tables, args.out, "finetune_transformers", settings)
+    if not args.profile:
+        return path
+    settings |= {"profile_ms_per_step": {}, "profile_top_ops": {}}
+    for name, task, d, cfg, s in ran:
+        profiled = profile_sides(task, d, cfg, s, params.model.dropout, place)
+        if profiled is not None:
+            table, ms, ops = profiled
+            settings["profile_ms_per_step"][name] = ms
+            settings["profile_top_ops"][name] = ops
+            tables.append(table)
+            print(table.render(), end="\n\n", flush=True)
+    return publish(tables, args.out, "finetune_transformers", settings, show=False)
 
 
 if __name__ == "__main__":

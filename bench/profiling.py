@@ -23,6 +23,8 @@ import torch
 from torch.autograd.profiler_util import FunctionEvent
 from torch.profiler import ProfilerActivity, profile
 
+from bench.common import Table
+
 OUTSIDE = "outside torch ops (Python, numpy; on CUDA: GPU idle)"
 REGIONS = {"data": re.compile(r"data"),
            "optimizer": re.compile(r"optimizer|Optimizer\..*|_foreach_.*")}
@@ -40,6 +42,7 @@ KINDS = {
         r"Backward0"),
 }
 CATEGORIES = [*REGIONS, *KINDS, "other ops", OUTSIDE]
+TOP_OPS = 30  # rows of a side's costliest ops (`top_ops`)
 
 
 def _bare(name: str) -> str:
@@ -86,3 +89,25 @@ def breakdown(events: Iterable[FunctionEvent], wall_seconds: float, steps: int,
         ms[category(event)] += own / 1e3 / steps
     ms[OUTSIDE] = max(0.0, wall_seconds * 1e3 / steps - sum(ms.values()))
     return ms
+
+
+def breakdown_table(title: str, by_side: dict[str, dict[str, float]]) -> Table:
+    """Each side's milliseconds per step (`breakdown`'s) in each category and their share, and
+    the whole step's."""
+    table = Table(title, ["category", *(f"{name} {unit}" for name in by_side
+                                        for unit in ("ms", "%"))])
+    for cat in CATEGORIES:
+        row: dict[str, object] = {"category": cat}
+        for name, ms in by_side.items():
+            row |= {f"{name} ms": ms[cat], f"{name} %": 100 * ms[cat] / sum(ms.values())}
+        table.add(**row)
+    table.add(category="step", **{f"{name} ms": sum(ms.values()) for name, ms in by_side.items()})
+    return table
+
+
+def top_ops(profiler: profile, device: torch.device) -> str:
+    """The `TOP_OPS` ops (and, on CUDA, kernels) costliest in their own time, as torch.profiler
+    prints them."""
+    return profiler.key_averages().table(
+        sort_by=f"self_{'device' if device.type == 'cuda' else 'cpu'}_time_total",
+        row_limit=TOP_OPS, max_name_column_width=80)

@@ -30,7 +30,7 @@ import torch
 from torch.profiler import record_function
 
 from bench.common import Table, alternate, median, parser, publish
-from bench.profiling import CATEGORIES, breakdown, step_profiler
+from bench.profiling import breakdown, breakdown_table, step_profiler, top_ops
 from gpt1.config import ModelParams, PretrainParams, load_params
 from gpt1.interop.hf import to_hf_config
 from gpt1.model.flops import measure_peak_flops
@@ -42,7 +42,6 @@ from gpt1.training.pretrain import WindowSampler, pretrain
 REPO = Path(__file__).resolve().parents[1]
 CURVE_STEPS = 200
 PEAK_SECONDS = 3.0  # of repeated large matmuls, the fastest of which is the peak
-TOP_OPS = 30  # rows of each side's costliest ops in the JSON (--profile)
 TINY_MODEL = {"n_ctx": 32, "n_embd": 64, "n_layer": 2, "n_head": 2, "dropout": 0.1}
 
 
@@ -199,26 +198,17 @@ def profile_table(setup: Setup, runs: dict[str, Side], device: torch.device
     """One profiled run of each side: milliseconds per step in each category, and its share;
     and each side's costliest ops and kernels, as torch.profiler prints them."""
     steps: dict[str, dict[str, float]] = {}
-    top_ops: dict[str, str] = {}
+    ops: dict[str, str] = {}
     for name, side in runs.items():
         profiler = step_profiler(device)
         clock = side.run(StepClock(setup.warmup, setup.steps, profiler))
         steps[name] = breakdown(profiler.events(), clock.seconds, setup.steps, device)
-        top_ops[name] = profiler.key_averages().table(
-            sort_by=f"self_{'device' if device.type == 'cuda' else 'cpu'}_time_total",
-            row_limit=TOP_OPS, max_name_column_width=80)
-    table = Table("profile: milliseconds per step",
-                  ["category", *(f"{name} {unit}" for name in runs for unit in ("ms", "%"))])
-    for cat in CATEGORIES:
-        row: dict[str, Any] = {"category": cat}
-        for name, ms in steps.items():
-            row |= {f"{name} ms": ms[cat], f"{name} %": 100 * ms[cat] / sum(ms.values())}
-        table.add(**row)
-    table.add(category="step", **{f"{name} ms": sum(ms.values()) for name, ms in steps.items()})
+        ops[name] = top_ops(profiler, device)
+    table = breakdown_table("profile: milliseconds per step", steps)
     table.notes.append(f"one run of each under torch.profiler, {setup.steps} steps after "
                        f"{setup.warmup} warm-up steps (the profiler slows small ops: the timings "
                        "above are measured without it)")
-    return table, steps, top_ops
+    return table, steps, ops
 
 
 def loss_curves(setup: Setup, steps: int) -> dict[str, list[float]]:

@@ -13,6 +13,8 @@ import torch
 
 from bench import finetune_transformers as ft
 from bench.finetune import ROOT, Data, Sizes
+from bench.profiling import CATEGORIES
+from bench.train_step import StepClock
 from gpt1.config import FinetuneTrainParams, load_params
 from gpt1.model.heads import TaskModel
 from gpt1.training.device import Placement
@@ -92,7 +94,7 @@ def test_finetune_transformers_tiny_from_a_bundle(tmp_path: Path) -> None:
         assert d.tok.backend.get_vocab() == expected[name].tok.backend.get_vocab()
 
     path = ft.main(["--bundle", str(bundle), "--device", "cpu", "--precision", "fp32",
-                    "--repeats", "1", "--seeds", "1", "--out", str(tmp_path)])
+                    "--repeats", "1", "--seeds", "1", "--profile", "--out", str(tmp_path)])
     result = json.loads(path.read_text())
     assert result["settings"]["bundle"] == str(bundle)
     assert path.name == "finetune_transformers.json"
@@ -100,7 +102,7 @@ def test_finetune_transformers_tiny_from_a_bundle(tmp_path: Path) -> None:
     settings = result["settings"]
     assert (settings["device"], settings["precision"], settings["dtype"]) == (
         "cpu", "fp32", "float32")
-    rates, quality = result["tables"]
+    rates, quality, *profiles = result["tables"]
     titles = ["SST-2", "Story Cloze"]
     assert [(r["task"], r["phase"]) for r in rates["rows"]] == [
         (t, phase) for t in titles for phase in ("train", "eval")]
@@ -118,6 +120,19 @@ def test_finetune_transformers_tiny_from_a_bundle(tmp_path: Path) -> None:
         assert 0 <= row["mean"] <= 100 and row["seeds"] == 1 and row["std"] is None
     assert sum("noise" in note for note in quality["notes"]) == 2
     assert any("randomly initialised" in note for note in quality["notes"])
+
+    # --profile: where each side's training step goes, per task, after the timed tables
+    assert [t["name"] for t in profiles] == [
+        f"profile: milliseconds per training step, {t}" for t in titles]
+    for table, name in zip(profiles, (ft.CLASSIFICATION, ft.CHOICE), strict=True):
+        rows = {row["category"]: row for row in table["rows"]}
+        assert list(rows) == [*CATEGORIES, "step"]
+        for side in ft.SIDES:
+            assert rows["matmul"][f"{side} ms"] > 0 and rows["optimizer"][f"{side} ms"] > 0
+            assert sum(rows[c][f"{side} %"] for c in CATEGORIES) == pytest.approx(100)
+            assert sum(settings["profile_ms_per_step"][name][side].values()) == pytest.approx(
+                rows["step"][f"{side} ms"])
+            assert "aten::addmm" in settings["profile_top_ops"][name][side]
 
 
 def test_device_and_precision_reach_both_sides(tmp_path: Path,
@@ -139,6 +154,33 @@ def test_device_and_precision_reach_both_sides(tmp_path: Path,
     assert seen == [("cpu", "bf16", Placement(torch.device("cpu"), torch.bfloat16))] * 4
     assert (settings["device"], settings["precision"], settings["dtype"]) == (
         "cpu", "bf16", "bfloat16")
+
+
+def test_the_profiled_window_is_the_optimiser_steps_after_the_first() -> None:
+    model = torch.nn.Linear(3, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    seen: list[int | str] = []
+
+    class Recording(StepClock):
+        def __call__(self, step: int, values: dict[str, float]) -> None:
+            seen.append(step)
+            super().__call__(step, values)
+
+    class Profiler:
+        def start(self) -> None:
+            seen.append("start")
+
+        def stop(self) -> None:
+            seen.append("stop")
+
+    clock = Recording(1, 3, Profiler())
+    with ft.clocked_steps(clock, torch.device("cpu")):
+        for _ in range(5):
+            model(torch.ones(1, 3)).sum().backward()
+            optimizer.step()
+    optimizer.step()  # after the window's context: not counted
+    assert seen == [1, "start", 2, 3, 4, "stop", 5]  # steps 2 to 4 recorded
+    assert clock.seconds > 0
 
 
 def test_the_train_rate_leaves_out_the_first_step() -> None:

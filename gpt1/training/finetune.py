@@ -18,6 +18,7 @@ from functools import partial
 
 import numpy as np
 import torch
+from torch.profiler import record_function
 
 from gpt1.config import FinetuneTrainParams
 from gpt1.model.heads import TaskModel, lm_loss_on_text
@@ -130,9 +131,10 @@ def finetune(model: TaskModel, examples: list[list[list[int]]], targets: np.ndar
             epoch_losses = []
             batches = bucketed_batches(widths, cfg.batch_size, rng)
             for number, idx in enumerate(batches, 1):
-                ids, lengths = pad_batch(_flat(examples, idx), pad_id)
-                ids, lengths, batch_targets = (to_device(t, place.device)
-                                               for t in (ids, lengths, targets_t[idx]))
+                with record_function("data"):
+                    ids, lengths = pad_batch(_flat(examples, idx), pad_id)
+                    ids, lengths, batch_targets = (to_device(t, place.device)
+                                                   for t in (ids, lengths, targets_t[idx]))
                 step += 1
                 train_step(state, step, partial(task_loss, model, ids, lengths, per_example,
                                                 batch_targets, cfg.lm_coef))
