@@ -118,6 +118,23 @@ def loss_reads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return reads
 
 
+@pytest.fixture()
+def device_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The reads of tensors' values into the host (`item`, `tolist`, `cpu`, `numpy`), by name, in
+    order: each makes the host wait for a GPU."""
+    reads: list[str] = []
+    for name in ("item", "tolist", "cpu", "numpy"):
+        read = getattr(torch.Tensor, name)
+
+        def recorded(self: torch.Tensor, *args: object, _read=read, _name=name,
+                     **kwargs: object) -> object:
+            reads.append(_name)
+            return _read(self, *args, **kwargs)
+
+        monkeypatch.setattr(torch.Tensor, name, recorded)
+    return reads
+
+
 def read_as_off_the_cpu(monkeypatch: pytest.MonkeyPatch, loop: ModuleType) -> None:
     """`loop` (a training loop's module) reads its losses on the CPU as it does on a GPU: every
     log_every steps rather than every step."""

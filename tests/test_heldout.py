@@ -55,6 +55,14 @@ def test_the_loss_sums_each_windows_predictions(length: int) -> None:
     assert result.word_perplexity == pytest.approx(math.exp(expected / 5), rel=1e-5)
 
 
+def test_the_loss_is_read_from_the_device_once(device_reads: list[str]) -> None:
+    """Four windows in batches of two, the last shorter: one read at the end, not one per batch
+    (each a wait for a GPU)."""
+    ids = np.random.default_rng(0).integers(0, 20, size=30).astype(np.uint16)
+    text_loss(_model().eval(), ids, words=5, batch_size=2, placement=CPU)
+    assert device_reads == ["tolist"]
+
+
 def test_an_untrained_model_is_near_chance_and_its_mode_is_kept() -> None:
     model = _model().train()
     ids = np.arange(200, dtype=np.uint16) % 20

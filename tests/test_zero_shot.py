@@ -80,6 +80,20 @@ def test_logprobs_are_the_tables_and_a_bare_sentence_skips_its_first_token() -> 
     assert np.isnan(mean_logprobs(model, [[]], [[A]])[0])  # nothing to score
 
 
+def test_a_batch_of_pairs_is_scored_as_each_pair_alone_in_one_read_a_batch(
+        device_reads: list[str]) -> None:
+    model = _uniform_but(**{f"t{A}": (B, 3.0)}, **{f"t{B}": (C, 1.0)})
+    contexts, continuations = [[A], [], [A], [C, A]], [[B, C], [A, B, C], [], [B]]
+    alone = [continuation_logprobs(model, [c], [t])[0] for c, t in zip(contexts, continuations,
+                                                                     strict=True)]
+    device_reads.clear()
+    together = continuation_logprobs(model, contexts, continuations, batch_size=3)
+    assert device_reads == ["cpu", "numpy"] * 2  # a read for each of the 2 batches
+    assert [len(x) for x in together] == [2, 2, 0, 1]
+    for got, expected in zip(together, alone, strict=True):
+        np.testing.assert_allclose(got, expected, rtol=1e-6)
+
+
 def test_a_long_pair_loses_context_from_its_start() -> None:
     model = _uniform_but(**{f"t{A}": (B, 3.0)})
     long_context = [C] * 40 + [A]  # n_ctx is 16

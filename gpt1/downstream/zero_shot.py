@@ -56,11 +56,16 @@ def continuation_logprobs(model: Trunk, contexts: list[Sequence], continuations:
         seqs = [(ctx + cont)[-(n_ctx + 1):] for ctx, cont in pairs]
         ids = _right_padded([seq[:-1] for seq in seqs], max(max(map(len, seqs)) - 1, 1), device)
         logprobs = torch.log_softmax(model.lm_logits(model(ids)).float(), dim=-1)
+        rows, positions, targets, counts = [], [], [], []
         for row, ((_, cont), seq) in enumerate(zip(pairs, seqs, strict=True)):
             scored = min(len(cont), len(seq) - 1)  # the first token of a bare sentence: none
-            targets = torch.tensor(seq[len(seq) - scored:], dtype=torch.long, device=device)
-            positions = torch.arange(len(seq) - scored - 1, len(seq) - 1, device=device)
-            out.append(logprobs[row, positions, targets].cpu().numpy())
+            rows += [row] * scored
+            positions += range(len(seq) - scored - 1, len(seq) - 1)
+            targets += seq[len(seq) - scored:]
+            counts.append(scored)
+        index = torch.tensor([rows, positions, targets], dtype=torch.long).to(device)
+        picked = logprobs[index[0], index[1], index[2]].cpu().numpy()  # one wait a batch
+        out += np.split(picked, np.cumsum(counts)[:-1])
     return out
 
 

@@ -66,7 +66,7 @@ def text_loss(model: Trunk, ids: np.ndarray, words: int, batch_size: int,
     n_ctx = model.config.n_ctx
     starts = range(0, len(ids) - 1, n_ctx)
     windows = [torch.from_numpy(ids[s:s + n_ctx + 1].astype(np.int64)) for s in starts]
-    nats = 0.0
+    sums = []  # each batch's, on the device: read together at the end
     for i in range(0, len(windows), batch_size):
         batch = windows[i:i + batch_size]
         same_length = [w for w in batch if len(w) == len(batch[0])]
@@ -75,10 +75,10 @@ def text_loss(model: Trunk, ids: np.ndarray, words: int, batch_size: int,
                 tokens = torch.stack(group).to(placement.device)
                 with autocast(placement.device, placement.dtype):
                     logits = model.lm_logits(model(tokens[:, :-1]))
-                nats += F.cross_entropy(logits.float().flatten(0, 1), tokens[:, 1:].flatten(),
-                                        reduction="sum").item()
+                sums.append(F.cross_entropy(logits.float().flatten(0, 1),
+                                            tokens[:, 1:].flatten(), reduction="sum"))
     model.train(was_training)
-    return TextLoss(nats=nats, tokens=len(ids) - 1, words=words)
+    return TextLoss(nats=sum(torch.stack(sums).tolist()), tokens=len(ids) - 1, words=words)
 
 
 def heldout_files(params: Params) -> list[Path]:
