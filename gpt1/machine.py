@@ -6,13 +6,18 @@ from __future__ import annotations
 import platform
 from typing import Any
 
-import torch
-
-from gpt1.training.device import cpu_has_native_bf16
+# what a run computed in, by torch's name for the dtype autocast computed in
+PRECISION_NAMES = {"float32": "fp32", "bfloat16": "bf16 autocast", "float16": "fp16 autocast"}
 
 
 def machine() -> dict[str, Any]:
-    """This machine as the benchmarks and the report describe it."""
+    """This machine as the benchmarks and the training runs' metrics files describe it."""
+    # imported here: the report formats the recorded facts (`compute_line`) without torch,
+    # which would add seconds of import to its stage
+    import torch
+
+    from gpt1.training.device import cpu_has_native_bf16
+
     info: dict[str, Any] = {"python": platform.python_version(), "torch": torch.__version__,
                             "cpu": platform.processor() or platform.machine(),
                             "cpu_capability": torch.backends.cpu.get_cpu_capability(),
@@ -31,3 +36,18 @@ def machine_line(info: dict[str, Any]) -> str:
     return (f"machine: CPU {info['cpu']} with {info['cpu_capability']} kernels{bf16}, "
             f"{info['threads']} torch threads{gpu}; torch {info['torch']}, "
             f"Python {info['python']}")
+
+
+def placement_line(record: dict[str, Any]) -> str:
+    """How a training run computed, from its record (`gpt1.training.device.Placement.record`):
+    device, processes, precision, compilation."""
+    processes = record["processes"]
+    where = record["device"] + (f" x {processes} processes" if processes > 1 else "")
+    precision = PRECISION_NAMES.get(record["dtype"], record["dtype"])
+    return f"{where}, {precision}" + (", compiled" if record["compiled"] else "")
+
+
+def compute_line(record: dict[str, Any]) -> str:
+    """`placement_line`, then the machine the run computed on."""
+    return (f"{placement_line(record)}; "
+            f"{machine_line(record['machine']).removeprefix('machine: ')}")

@@ -83,7 +83,7 @@ def _stub_seed_runs(monkeypatch: pytest.MonkeyPatch, accuracy: dict[int, float])
     def run_seed(task: Any, cfg: Any, trunk: Any, data: dict[str, Split], pad_id: int) -> SeedRun:
         calls.append((cfg.seed, cfg.lm_coef, trunk, pad_id, len(data["train"].examples)))
         return SeedRun(cfg.seed, None, [{"dev": {"dev": {"accuracy": accuracy[cfg.seed]}}}],
-                       {"seed": cfg.seed})
+                       {"seed": cfg.seed}, {"device": "cpu"})
 
     monkeypatch.setattr(cells, "run_seed", run_seed)
     return calls

@@ -158,7 +158,9 @@ def test_two_processes_follow_the_one_process_trajectory_through_a_stop(tmp_path
     assert {"artifacts/pretrain/model.safetensors", "artifacts/pretrain/tokenizer.json",
             "metrics/pretrain.json"} <= written
     assert any(path.startswith("dvclive/pretrain/") for path in written)
-    assert json.loads((rank0 / "metrics/pretrain.json").read_text())["steps"] == STEPS
+    metrics = json.loads((rank0 / "metrics/pretrain.json").read_text())
+    assert metrics["steps"] == STEPS and metrics["compute"]["processes"] == 2
+    assert metrics["peak_tflops"] == 2.0  # MFU's denominator: both processes' peak
     [run] = (tmp_path / "shared/checkpoints/pretrain").iterdir()  # one folder: one setting
     assert sorted(p.name for p in run.iterdir()) == [  # the newest 2 (pretrain.keep_checkpoints)
         "run.json", "snapshots", *(f"step-{s:08d}.{ext}" for s in (8, 10)

@@ -54,6 +54,7 @@ def test_dvc_repro_end_to_end(reproduced: Reproduced) -> None:
     assert f"| SST-2 | accuracy | {sst2['accuracy']:.1f} |" in report  # one epoch: no curve
     assert sst2["eval_examples"] == {"dev": 100} and sst2["train_examples"] == 300
     assert 0 <= sst2["majority_accuracy"] <= 100  # the floor the report sets beside it
+    assert (sst2["compute"]["device"], sst2["compute"]["processes"]) == ("cpu", 1)
     for page in ("index.html", "headline.txt", "plots/finetune.png", "plots/pretraining.png"):
         assert (tiny_repo / "reports" / page).is_file(), page
     assert "SST-2 accuracy (dev)" in (tiny_repo / "reports" / "headline.txt").read_text()

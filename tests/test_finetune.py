@@ -403,6 +403,7 @@ def test_a_compiled_run_follows_the_eager_one(caplog: pytest.LogCaptureFixture,
                 model, examples, labels, PAD, _cfg(epochs=2, batch_size=8, compile=compiled),
                 lambda epoch, model, loss, compiled=compiled: losses[compiled].append(loss))
         assert ("through torch.compile" in caplog.text) == compiled
+        assert (result.compute["device"], result.compute["compiled"]) == ("cpu", compiled)
         assert 0 < result.startup_seconds < result.seconds  # the first step, timed apart
         outputs[compiled] = predict(model, examples, PAD, batch_size=8)
     assert losses[True] == pytest.approx(losses[False], rel=1e-4)

@@ -7,6 +7,7 @@ import hashlib
 import json
 import logging
 import math
+import platform
 import signal
 import sys
 from collections.abc import Iterator
@@ -206,16 +207,21 @@ def test_a_damaged_manifest_names_the_file_and_the_stage_that_writes_it(tmp_path
 
 # -- the metrics -------------------------------------------------------------------------------
 
+COMPUTE = {"device": "cuda", "dtype": "bfloat16", "compiled": True, "processes": 2,
+           "machine": {"gpu": "NVIDIA H200"}}
+
+
 def test_the_metrics_of_a_run() -> None:
     # two sessions (a resumed run), each first step 0.05 s: the other 8 steps took 0.04 s
     result = PretrainResult(steps=10, train_loss=4.63714, val_loss=4.64286, tokens=1280,
                             seconds=0.14, startup_seconds=0.1, startup_steps=2,
-                            mfu=0.0017394, resumed_from=4)
+                            mfu=0.0017394, peak_flops=3.5e11, resumed_from=4, compute=COMPUTE)
     assert job.pretrain_metrics("gpt1", 29248, result, 4.65602) == {
         "run": True, "model_type": "gpt1", "steps": 10, "tokens": 1280, "train_loss": 4.6371,
         "val_loss": 4.6429, "val_perplexity": round(math.exp(4.64286), 2),
         "unigram_val_loss": 4.656, "parameters": 29248, "seconds": 0.1, "startup_seconds": 0.1,
-        "tokens_per_second": round(8 * 128 / 0.04, 1), "mfu": 0.0017}
+        "tokens_per_second": round(8 * 128 / 0.04, 1), "mfu": 0.0017, "peak_tflops": 0.35,
+        "compute": COMPUTE}
 
 
 def test_a_loss_within_a_tenth_of_a_nat_of_token_frequencies_has_learned_little() -> None:
@@ -261,7 +267,15 @@ def test_the_job_pretrains_writes_the_model_and_resumes_under_other_log_knobs(
         True, trunk, 4, 4 * 8 * 16)
     assert list(metrics) == ["run", "model_type", "steps", "tokens", "train_loss", "val_loss",
                              "val_perplexity", "unigram_val_loss", "parameters", "seconds",
-                             "startup_seconds", "tokens_per_second", "mfu"]
+                             "startup_seconds", "tokens_per_second", "mfu", "peak_tflops",
+                             "compute"]
+    assert metrics["peak_tflops"] == 1.0  # pretrain.peak_tflops, the MFU's denominator
+    # where it computed: PRETRAIN's device and precision, eager on the CPU, on this machine
+    machine = metrics["compute"].pop("machine")
+    assert metrics["compute"] == {"device": "cpu", "dtype": "float32", "compiled": False,
+                                  "processes": 1}
+    assert (machine["torch"], machine["threads"], machine["python"]) == (
+        torch.__version__, torch.get_num_threads(), platform.python_version())
     assert sorted(p.name for p in outputs.model.iterdir()) == [
         "config.json", "model.safetensors", "snapshots", "tokenizer.json"]
     assert (outputs.model / "tokenizer.json").read_bytes() == \

@@ -32,9 +32,8 @@ from tests.report_fixtures import FILES, FINETUNE, TASKS, read_fixture_run
 
 FACTS = RunFacts(commit="0123456789abcdef0123", uncommitted_changes=False, preset="tiny",
                  data_root="gpt1/sample_data", sample=True,
-                 machine="machine: CPU x86_64 with AVX2 kernels, 2 torch threads; torch 2.9, "
-                         "Python 3.11.2",
-                 precision="pretraining cpu, fp32 (pretrain.precision auto)",
+                 trained=[("pretraining", "cuda, bf16 autocast, compiled; CPU x86_64, GPU H200"),
+                          ("fine-tuning", "cpu, fp32; the same machine")],
                  stages=pl.DataFrame({"stage": ["ingest", "pretrain"], "seconds": [1.5, 120.5],
                                       "finished": ["2025-01-01T10:00:00+00:00",
                                                    "2025-01-01T10:02:00+00:00"],
@@ -181,8 +180,8 @@ def test_what_ran(run: Run) -> None:
     assert "- commit: 0123456789ab" in lines
     assert "- preset: tiny" in lines
     assert "- data: `gpt1/sample_data` (the bundled synthetic sample)" in lines
-    assert "- machine: CPU x86_64 with AVX2 kernels, 2 torch threads; torch 2.9, Python 3.11.2" \
-        in lines
+    assert "- pretraining: cuda, bf16 autocast, compiled; CPU x86_64, GPU H200" in lines
+    assert "- fine-tuning: cpu, fp32; the same machine" in lines
     assert ("- wall time: 2 min 02 s over 2 stages (the report's own not counted); finished "
             "2025-01-01 10:00 to 2025-01-01 10:02 UTC") in lines
     assert _row(lines, "pretrain") == ["pretrain", "2 min 00 s"]

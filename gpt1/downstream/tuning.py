@@ -50,6 +50,7 @@ class SeedRun:
     model: TaskModel
     epochs: list[dict[str, Any]]
     summary: dict[str, Any]
+    compute: dict[str, Any]  # where it trained (`Placement.record`)
 
     def dev(self) -> dict[str, dict[str, float]]:
         return self.epochs[-1]["dev"]
@@ -96,7 +97,7 @@ def run_seed(task: TaskParams, cfg: FinetuneTrainParams, trunk: Trunk, data: dic
     result = finetune(model, train.examples, train.targets, pad_id, cfg, evaluate)
     summary = {"seed": seed, "steps": result.steps, "train_loss": round(result.train_loss, 4),
                "seconds": round(result.seconds, 1), "epochs": epochs}
-    return SeedRun(seed, model, epochs, summary)
+    return SeedRun(seed, model, epochs, summary, result.compute)
 
 
 def majority_scores(task: TaskParams, data: dict[str, Split]) -> dict[str, dict[str, float]] | None:
@@ -174,6 +175,7 @@ def finetune_task(params: Params, task: str, splits: list[str], task_dir: Path,
         "train_examples": len(data["train"].examples),
         "eval_examples": {s: len(data[s].examples) for s in spec.eval_splits},
         "kept_seed": kept.seed,
+        "compute": kept.compute,
         "metrics": spec.metrics,
         "seeds": params.finetune.seeds,
         "runs": [r.summary for r in runs],

@@ -10,6 +10,7 @@ from typing import Any
 import polars as pl
 
 from gpt1.config import Params
+from gpt1.machine import compute_line, placement_line
 from gpt1.presets.edit import available, load_preset
 
 # `ingest.root` as the bundled sample lies in a checkout (the package's own folder)
@@ -129,3 +130,32 @@ def duration(seconds: float) -> str:
         return f"{minutes} min {rest:02d} s"
     hours, minutes = divmod(minutes, 60)
     return f"{hours} h {minutes:02d} min"
+
+
+def where_trained(pretrain: dict[str, Any], finetune: dict[str, dict[str, Any]]
+                  ) -> list[tuple[str, str]]:
+    """Where pretraining and fine-tuning computed, as their metrics files record it
+    (`compute`), not as the machine that builds the report would: a run may pretrain on GPUs
+    and be reported on a laptop that pulled its files. `finetune` maps task -> metrics file;
+    tasks fine-tuned on different machines or settings are listed under each line."""
+    if "source" in pretrain:
+        pretrained = f"not here: the model was imported (pretrain.source {pretrain['source']})"
+    elif "compute" in pretrain:
+        pretrained = compute_line(pretrain["compute"])
+    else:
+        pretrained = "not recorded in its metrics file"
+    lines: dict[str, list[str]] = {}
+    for task, metrics in finetune.items():
+        if metrics.get("run"):
+            record = metrics.get("compute")
+            line = compute_line(record) if record else "not recorded in its metrics file"
+            if record and record["machine"] == pretrain.get("compute", {}).get("machine"):
+                line = f"{placement_line(record)}; the same machine"
+            lines.setdefault(line, []).append(task)
+    if not lines:
+        finetuned = "no task fine-tuned"
+    elif len(lines) == 1:
+        (finetuned,) = lines
+    else:
+        finetuned = "; ".join(f"{', '.join(tasks)}: {line}" for line, tasks in lines.items())
+    return [("pretraining", pretrained), ("fine-tuning", finetuned)]

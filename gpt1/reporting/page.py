@@ -12,7 +12,6 @@ import polars as pl
 
 from gpt1.atomic import atomic_dir, write_text
 from gpt1.config import Params
-from gpt1.machine import machine, machine_line
 from gpt1.reporting.analysis import (
     VARIANT_NAMES,
     analysis_sections,
@@ -26,7 +25,13 @@ from gpt1.reporting.document import (
     html_section,
     markdown,
 )
-from gpt1.reporting.facts import infer_preset, is_sample, pipeline_stages, stage_times
+from gpt1.reporting.facts import (
+    infer_preset,
+    is_sample,
+    pipeline_stages,
+    stage_times,
+    where_trained,
+)
 from gpt1.reporting.files import RunFiles, read_run
 from gpt1.reporting.plots import (
     plot_finetune,
@@ -51,7 +56,6 @@ from gpt1.reporting.report import (
     sample_warning,
 )
 from gpt1.reporting.table import headlines
-from gpt1.training.device import resolve_device, resolve_dtype
 
 SUBTITLE = "GPT-1 (Radford et al. 2018) rebuilt as a DVC + Prefect pipeline"
 
@@ -210,22 +214,6 @@ def render_html(parts: list[Section], facts: RunFacts, folder: Path) -> str:
         "</main></body></html>\n")
 
 
-def precision(params: Params) -> str:
-    """Where and in what pretraining and fine-tuning compute on this machine."""
-
-    def resolved(device: str, precision: str) -> str:
-        where = resolve_device(device)
-        dtype = str(resolve_dtype(precision, where)).removeprefix("torch.")
-        return f"{where.type}, {'bf16 autocast' if dtype == 'bfloat16' else 'fp32'}"
-
-    pretrain = params.pretrain
-    train = params.finetune.train
-    return (f"pretraining {resolved(pretrain.device, pretrain.precision)} "
-            f"(pretrain.precision {pretrain.precision}); fine-tuning "
-            f"{resolved(train.device, train.precision)} (finetune.train.precision "
-            f"{train.precision})")
-
-
 def run_facts(params: Params, run: Run, root: Path, commit: dict[str, object]) -> RunFacts:
     """What ran, for the first screen: `commit` is the checkout's at `root` (its commit, and
     whether tracked files differ), `run` holds the stage records."""
@@ -234,7 +222,7 @@ def run_facts(params: Params, run: Run, root: Path, commit: dict[str, object]) -
         commit=commit["commit"], uncommitted_changes=bool(commit["uncommitted_changes"]),
         preset="custom" if match is None else match.describe(),
         data_root=params.ingest.root, sample=is_sample(params.ingest.root, root),
-        machine=machine_line(machine()), precision=precision(params),
+        trained=where_trained(run.data.pretrain, run.data.finetune),
         # the report's own record is its last run's (DVC removes it before this one)
         stages=stage_times(run.data.stages, [s for s in pipeline_stages(params) if s != "report"]),
         built=datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"))

@@ -39,8 +39,7 @@ class RunFacts:
     preset: str  # gpt1.reporting.facts.PresetMatch.describe()
     data_root: str  # ingest.root
     sample: bool  # the data root is the bundled synthetic sample
-    machine: str  # gpt1.machine.machine_line
-    precision: str  # where and in what the models computed, e.g. "cpu, fp32"
+    trained: list[tuple[str, str]]  # gpt1.reporting.facts.where_trained
     stages: pl.DataFrame  # gpt1.reporting.facts.stage_times
     built: str  # when the report was built (UTC)
 
@@ -115,7 +114,7 @@ def sample_warning(facts: RunFacts) -> Callout | None:
 
 
 def run_section(facts: RunFacts) -> Section:
-    """Commit, preset, data, machine, precision, and each stage's wall time with the total
+    """Commit, preset, data, where each training computed, and each stage's wall time with the total
     (the sample's warning goes above it: `sample_warning`)."""
     commit = "not a git checkout" if facts.commit is None else facts.commit[:12] + (
         " (with uncommitted changes)" if facts.uncommitted_changes else "")
@@ -130,8 +129,7 @@ def run_section(facts: RunFacts) -> Section:
         Facts([("commit", commit), ("preset", facts.preset),
                ("data", f"`{facts.data_root}`" + (" (the bundled synthetic sample)"
                                                    if facts.sample else "")),
-               ("machine", facts.machine.removeprefix("machine: ")),
-               ("precision", facts.precision),
+               *facts.trained,
                ("wall time", f"{duration(total)} over {stages.height} stages (the report's own "
                              f"not counted){window}"),
                ("report built", facts.built)])]

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from gpt1.errors import InputError
+from gpt1.machine import machine
 from gpt1.training.allocator import keep_freed_memory
 
 if TYPE_CHECKING:
@@ -61,6 +62,13 @@ class Placement:
 
     device: torch.device
     dtype: torch.dtype
+
+    def record(self, compiled: bool, processes: int = 1) -> dict[str, Any]:
+        """Where a run placed here computed, as its metrics file records it (the report reads
+        it: `gpt1.machine.compute_line`): the device type, the dtype, whether it ran through
+        torch.compile, its data-parallel processes, and this machine."""
+        return {"device": self.device.type, "dtype": str(self.dtype).removeprefix("torch."),
+                "compiled": compiled, "processes": processes, "machine": machine()}
 
 
 def placement(device_name: str, precision: str, group: Group | None = None) -> Placement:

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
+from typing import Any
 
 import numpy as np
 import torch
@@ -91,6 +92,7 @@ class FinetuneResult:
     train_loss: float
     seconds: float  # the epochs' evaluations (`on_epoch`) included
     startup_seconds: float  # of `seconds`, the first step's, where torch.compile compiles
+    compute: dict[str, Any]  # where it computed (`Placement.record`)
 
 
 def finetune(model: TaskModel, examples: list[list[list[int]]], targets: np.ndarray, pad_id: int,
@@ -148,7 +150,8 @@ def finetune(model: TaskModel, examples: list[list[list[int]]], targets: np.ndar
                 on_epoch(epoch + 1, model, float(np.mean(epoch_losses)))
                 model.train()
     return FinetuneResult(steps=total, train_loss=state.smoothed_loss,
-                          seconds=time.perf_counter() - started, startup_seconds=startup)
+                          seconds=time.perf_counter() - started, startup_seconds=startup,
+                          compute=place.record(compiled))
 
 
 @torch.no_grad()

@@ -86,8 +86,10 @@ class PretrainResult:
     seconds: float  # training time over every session of the run, resumed ones included
     startup_seconds: float  # of `seconds`, the sessions' first steps (`steady_rate`)
     startup_steps: int  # one per session
-    mfu: float  # model FLOPs utilisation against the device's peak, at the steady rate
+    mfu: float  # model FLOPs utilisation against `peak_flops`, at the steady rate
+    peak_flops: float  # the devices' peak (FLOP/s), measured or pretrain.peak_tflops
     resumed_from: int  # the step this session started from (0: a fresh run)
+    compute: dict[str, Any]  # where this session computed (`Placement.record`)
 
     @property
     def val_perplexity(self) -> float:
@@ -448,4 +450,6 @@ def pretrain(model: Trunk, train: list[np.ndarray], val: list[np.ndarray], cfg: 
     return PretrainResult(steps=cfg.max_steps, train_loss=state.smoothed_loss,
                           val_loss=state.val_loss, tokens=cfg.max_steps * session.tokens_per_step,
                           seconds=state.seconds, startup_seconds=state.startup_seconds,
-                          startup_steps=state.startup_steps, mfu=mfu, resumed_from=start)
+                          startup_steps=state.startup_steps, mfu=mfu, peak_flops=peak,
+                          resumed_from=start,
+                          compute=place.record(compiled, group.world_size))

@@ -221,6 +221,8 @@ def pretrain_metrics(model_type: str, parameters: int, result: PretrainResult,
         "startup_seconds": round(result.startup_seconds, 1),
         "tokens_per_second": round(result.tokens_per_second, 1),
         "mfu": round(result.mfu, 4),
+        "peak_tflops": round(result.peak_flops / 1e12, 3),
+        "compute": result.compute,
     }
 
 
