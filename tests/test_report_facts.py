@@ -184,6 +184,8 @@ def test_where_trained_says_what_it_does_not_know() -> None:
     assert where_trained(imported, {"sst2": {"run": False}}) == [
         ("pretraining", "not here: the model was imported (pretrain.source openai)"),
         ("fine-tuning", "no task fine-tuned")]
+    assert where_trained({"run": False, "reason": "no shards"}, {})[0] == (
+        "pretraining", "not run: no shards")
     # files written before runs recorded where they computed
     assert where_trained({"run": True}, {"sst2": {"run": True}}) == [
         ("pretraining", "not recorded in its metrics file"),

@@ -138,7 +138,9 @@ def where_trained(pretrain: dict[str, Any], finetune: dict[str, dict[str, Any]]
     (`compute`), not as the machine that builds the report would: a run may pretrain on GPUs
     and be reported on a laptop that pulled its files. `finetune` maps task -> metrics file;
     tasks fine-tuned on different machines or settings are listed under each line."""
-    if "source" in pretrain:
+    if not pretrain.get("run"):
+        pretrained = f"not run: {pretrain.get('reason')}"
+    elif "source" in pretrain:
         pretrained = f"not here: the model was imported (pretrain.source {pretrain['source']})"
     elif "compute" in pretrain:
         pretrained = compute_line(pretrain["compute"])
