@@ -34,7 +34,8 @@ def machine_line(info: dict[str, Any]) -> str:
     # recorded since the quick start is sized for CPUs without it; older results lack the key
     bf16 = " (native bf16)" if info.get("native_bf16") else ""
     return (f"machine: CPU {info['cpu']} with {info['cpu_capability']} kernels{bf16}, "
-            f"{info['threads']} torch threads{gpu}; torch {info['torch']}, "
+            f"{info['threads']} torch thread{'s' if info['threads'] != 1 else ''}{gpu}; "
+            f"torch {info['torch']}, "
             f"Python {info['python']}")
 
 

@@ -144,6 +144,8 @@ def test_the_machine_line_names_the_cpu_capability_threads_and_versions() -> Non
     assert "with AMX kernels (native bf16)," in machine_line(
         {**info, "cpu_capability": "AMX", "native_bf16": True})
     assert ", GPU H100" in machine_line({**info, "gpu": "H100"})
+    assert "kernels, 1 torch thread;" in machine_line({**info, "cpu_capability": "AVX2",
+                                                      "native_bf16": False, "threads": 1})
     assert machine_line(info).endswith(f"Python {platform.python_version()}")
 
 
