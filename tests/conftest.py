@@ -333,26 +333,40 @@ class Reproduced:
     stderr: str
 
 
-@pytest.fixture(scope="session")
-def reproduced_once(tmp_path_factory: pytest.TempPathFactory, worker_id: str,
-                    shared_data: Path) -> Reproduced:
-    """`tiny_repo` after `dvc repro`, built once for the whole test run: the first xdist worker
-    to ask builds it while the others wait on a file lock. Tests never touch it: `reproduced`
-    gives each its own copy. A failed build fails every test that needs it, with its output."""
+def built_once(tmp_path_factory: pytest.TempPathFactory, worker_id: str, name: str,
+               build: Callable[[Path], None]) -> Path:
+    """The folder `name` that `build(folder)` fills, built once for the whole test run: the
+    first xdist worker to ask builds it while the others wait on a file lock. A build that
+    raises leaves nothing behind, and the next worker to ask tries again."""
     run_dir = tmp_path_factory.getbasetemp()
     if worker_id != "master":
         run_dir = run_dir.parent  # this run's folder, which its xdist workers share
-    home = run_dir / "reproduced"
-    with FileLock(str(run_dir / "reproduced.lock")):
+    home = run_dir / name
+    with FileLock(str(run_dir / f"{name}.lock")):
         if not home.is_dir():
-            built = home.with_name("reproduced.partial")
-            shutil.rmtree(built, ignore_errors=True)
-            repo = make_tiny_repo(built / "repo", shared_data)
-            proc = run([sys.executable, "-m", "dvc", "repro"], repo, timeout=1800, check=False)
-            (built / "stdout.txt").write_text(proc.stdout)
-            (built / "stderr.txt").write_text(proc.stderr)
-            (built / "returncode.txt").write_text(str(proc.returncode))
-            built.rename(home)
+            partial = home.with_name(f"{name}.partial")
+            shutil.rmtree(partial, ignore_errors=True)
+            partial.mkdir()
+            build(partial)
+            partial.rename(home)
+    return home
+
+
+@pytest.fixture(scope="session")
+def reproduced_once(tmp_path_factory: pytest.TempPathFactory, worker_id: str,
+                    shared_data: Path) -> Reproduced:
+    """`tiny_repo` after `dvc repro`, built once for the whole test run (`built_once`). Tests
+    never touch it: `reproduced` gives each its own copy. A failed `dvc repro` fails every test
+    that needs it, with its output, without running it again."""
+
+    def build(built: Path) -> None:
+        repo = make_tiny_repo(built / "repo", shared_data)
+        proc = run([sys.executable, "-m", "dvc", "repro"], repo, timeout=1800, check=False)
+        (built / "stdout.txt").write_text(proc.stdout)
+        (built / "stderr.txt").write_text(proc.stderr)
+        (built / "returncode.txt").write_text(str(proc.returncode))
+
+    home = built_once(tmp_path_factory, worker_id, "reproduced", build)
     stdout, stderr = (home / "stdout.txt").read_text(), (home / "stderr.txt").read_text()
     if int((home / "returncode.txt").read_text()):
         pytest.fail(f"the shared tiny pipeline failed to reproduce:\n{stdout}\n{stderr}")

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from gpt1.config import read_yaml
-from tests.conftest import copy_repo, edit_params, run
+from tests.conftest import built_once, copy_repo, edit_params, run
 
 pytestmark = pytest.mark.heavy  # the whole catalogue, a CLI run or a stage each
 
@@ -36,16 +36,20 @@ def _gpt1(*args: str) -> list[str]:
 
 
 @pytest.fixture(scope="session")
-def pipeline(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def pipeline(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Path:
     """A checkout on the tiny preset with the outputs of ingest .. pretrain (one sample book,
-    SST-2, STS-B and Story Cloze), run as DVC would run them, stage by stage."""
-    repo = copy_repo(tmp_path_factory.mktemp("catalogue") / "repo")
-    run(_gpt1("preset", "tiny"), repo)
-    edit_params(repo, **{"ingest.corpus": ["corpus/01_*.txt"], "tokenize.val_every": 4,
-                         "finetune.tasks": ["sst2", "stsb", "story_cloze"]})
-    for stage in ("ingest", "clean", "bpe", "tokenize", "pretrain"):
-        run(_stage(stage), repo)
-    return repo
+    SST-2, STS-B and Story Cloze), run as DVC would run them, stage by stage; built once for
+    the test run (`built_once`), every case breaking a copy."""
+
+    def build(folder: Path) -> None:
+        repo = copy_repo(folder / "repo")
+        run(_gpt1("preset", "tiny"), repo)
+        edit_params(repo, **{"ingest.corpus": ["corpus/01_*.txt"], "tokenize.val_every": 4,
+                             "finetune.tasks": ["sst2", "stsb", "story_cloze"]})
+        for stage in ("ingest", "clean", "bpe", "tokenize", "pretrain"):
+            run(_stage(stage), repo)
+
+    return built_once(tmp_path_factory, worker_id, "catalogue", build) / "repo"
 
 
 def _snapshot(repo: Path) -> dict[str, str]:
