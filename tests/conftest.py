@@ -336,8 +336,9 @@ class Reproduced:
 def built_once(tmp_path_factory: pytest.TempPathFactory, worker_id: str, name: str,
                build: Callable[[Path], None]) -> Path:
     """The folder `name` that `build(folder)` fills, built once for the whole test run: the
-    first xdist worker to ask builds it while the others wait on a file lock. A build that
-    raises leaves nothing behind, and the next worker to ask tries again."""
+    first xdist worker to ask builds it (in `<name>.partial`, renamed when done) while the
+    others wait on a file lock. After a build that raises there is no folder `name`: the next
+    worker to ask builds it again."""
     run_dir = tmp_path_factory.getbasetemp()
     if worker_id != "master":
         run_dir = run_dir.parent  # this run's folder, which its xdist workers share
