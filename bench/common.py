@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -25,7 +26,9 @@ from gpt1.presets.edit import apply_preset
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = Path(__file__).parent / "results"
-DATA = REPO.parent / "shared" / "data"
+# the real data: ../shared/data beside the checkout, or the folder GPT1_SHARED_DATA names (as
+# for the tests), so that a benchmark run from a clone elsewhere finds it
+DATA = Path(os.environ.get("GPT1_SHARED_DATA", REPO.parent / "shared" / "data"))
 
 
 def preset_params(preset: str | None) -> Params:

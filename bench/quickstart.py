@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--test", action="store_true", help="run `make test` after the pipeline")
     p.add_argument("--out", type=Path, default=RESULTS, help="where quickstart.json is written")
     args = p.parse_args(argv)
-    env = {**os.environ, "GPT1_SHARED_DATA": os.environ.get("GPT1_SHARED_DATA", str(DATA))}
+    env = {**os.environ, "GPT1_SHARED_DATA": str(DATA)}
     env.pop("VIRTUAL_ENV", None)  # the clone installs and uses its own .venv
     with tempfile.TemporaryDirectory(prefix="gpt1-quickstart-") as tmp:
         clone = Path(tmp) / "gpt1"

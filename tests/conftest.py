@@ -22,6 +22,7 @@ import pytest
 import torch
 from filelock import FileLock
 
+from bench.common import DATA as SHARED_DATA
 from flows.serve import SERVER_PID, start_server
 from gpt1.config import Params, ServerParams, read_yaml
 from gpt1.presets.edit import ANALYSIS_TASKS, set_keys, update_params
@@ -33,7 +34,6 @@ from gpt1.training.step import StepLoss, TrainStep
 # inherited by the processes the tests start.
 os.environ.setdefault("TORCHINDUCTOR_VEC_ISA_OK", "1")
 REPO = Path(__file__).resolve().parents[1]
-SHARED_DATA = Path(os.environ.get("GPT1_SHARED_DATA", REPO.parent / "shared" / "data"))
 # The folder of the Prefect server the whole test run shares (`prefect_api`): chosen by the
 # controlling process, inherited by its xdist workers, stopped and removed when the run ends
 SHARED_SERVER_HOME = "GPT1_TESTS_PREFECT_HOME"

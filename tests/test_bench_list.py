@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -18,3 +21,15 @@ def test_make_bench_runs_every_benchmark() -> None:
     runnable = {p.stem for p in (REPO / "bench").glob("*.py")
                 if 'if __name__ == "__main__":' in p.read_text()} - NOT_BENCHMARKS
     assert set(listed.group(1).split()) == runnable
+
+
+def test_the_benchmarks_read_the_real_data_where_the_tests_do(tmp_path: Path) -> None:
+    """../shared/data beside the checkout, or GPT1_SHARED_DATA: a clone elsewhere finds it."""
+    code = "from bench.common import DATA; print(DATA)"
+    env = {k: v for k, v in os.environ.items() if k != "GPT1_SHARED_DATA"}
+    beside = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True,
+                            text=True, check=True).stdout.strip()
+    assert Path(beside) == REPO.parent / "shared" / "data"
+    named = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
+                           text=True, check=True, env={**env, "GPT1_SHARED_DATA": str(tmp_path)})
+    assert Path(named.stdout.strip()) == tmp_path
