@@ -27,8 +27,9 @@ def test_generate_bench_writes_its_table(tmp_path: Path,
     assert result["machine"]["cpu_capability"] == capability
     printed = capsys.readouterr().out
     bf16 = " (native bf16)" if result["machine"]["native_bf16"] else ""
-    assert f" with {capability} kernels{bf16}, {torch.get_num_threads()} torch threads" in \
-        printed.split("\n## ")[0]
+    threads = torch.get_num_threads()
+    assert (f" with {capability} kernels{bf16}, {threads} torch thread"
+            f"{'s' if threads != 1 else ''}; ") in printed.split("\n## ")[0]
     assert path == tmp_path / "generate.json"
     (table,) = result["tables"]
     assert table["columns"] == ["model", "dtype", "new tokens/s", "ratio"]
