@@ -243,7 +243,7 @@ class TaskParams(Section):
     labels: list[str] | None = None  # None: a regression (similarity) or a choice index
     metrics: list[Metric] = Field(min_length=1)
     paper: dict[str, float] = Field(default_factory=dict)  # eval split -> the paper's metrics[0]
-    glue: bool = False  # counted in the GLUE average
+    glue: bool = False  # a GLUE task: averaged beside the paper's average in the report
     overrides: dict[str, object] = Field(default_factory=dict)  # finetune.train keys
 
     @field_validator("files")
