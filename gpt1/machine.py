@@ -35,8 +35,7 @@ def machine_line(info: dict[str, Any]) -> str:
     bf16 = " (native bf16)" if info.get("native_bf16") else ""
     return (f"machine: CPU {info['cpu']} with {info['cpu_capability']} kernels{bf16}, "
             f"{info['threads']} torch thread{'s' if info['threads'] != 1 else ''}{gpu}; "
-            f"torch {info['torch']}, "
-            f"Python {info['python']}")
+            f"torch {info['torch']}, Python {info['python']}")
 
 
 def placement_line(record: dict[str, Any]) -> str:

@@ -299,8 +299,10 @@ def glue_beside_paper(run: Run) -> tuple[list[str], float, float] | None:
     nine tasks' test sets) is not beside a few tasks' dev sets. None where no such task ran."""
     titles, ours, paper = [], [], []
     for name, task in run.tasks.items():
+        if not task.glue:
+            continue
         pairs = [(row["median"], task.paper[split]) for split in task.eval_splits
-                 if task.glue and split in task.paper
+                 if split in task.paper
                  and (row := run.figure("finetune", name, task.metrics[0], split)) is not None]
         if pairs:
             titles.append(task.title)
