@@ -1,4 +1,4 @@
-"""Prefect flows over the DVC stage graph: `full-pipeline` and `finetune`."""
+"""Prefect flows over the DVC stage graph: `full-pipeline`, `finetune` and `predict`."""
 
 import os
 

@@ -32,11 +32,23 @@ def run_order(repo_root: Path) -> list[str]:
     return list(nx.lexicographical_topological_sort(graph.reverse(), key=declared.index))
 
 
-def rerun_order(repo_root: Path, target: str) -> list[str]:
-    """What re-running `target` involves, in run order: its upstream stages (run only if they
-    changed), `target` itself, and the stages downstream of it."""
+def _around(repo_root: Path, target: str, downstream: bool) -> list[str]:
+    """`target`, the stages it needs and, if `downstream`, those that need it, in run order."""
     graph, _ = _graph(repo_root)
     if target not in graph:
         raise ValueError(f"no stage {target!r} in dvc.yaml; stages: {sorted(graph.nodes)}")
-    wanted = {target} | nx.descendants(graph, target) | nx.ancestors(graph, target)
+    wanted = {target} | nx.descendants(graph, target)  # edges point at what a stage needs
+    if downstream:
+        wanted |= nx.ancestors(graph, target)
     return [stage for stage in run_order(repo_root) if stage in wanted]
+
+
+def rerun_order(repo_root: Path, target: str) -> list[str]:
+    """What re-running `target` involves, in run order: its upstream stages (run only if they
+    changed), `target` itself, and the stages downstream of it."""
+    return _around(repo_root, target, downstream=True)
+
+
+def upstream_order(repo_root: Path, target: str) -> list[str]:
+    """`target` and the stages it needs, in run order: what `dvc repro <target>` runs."""
+    return _around(repo_root, target, downstream=False)

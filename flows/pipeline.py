@@ -8,7 +8,7 @@ from pathlib import Path
 from prefect import runtime
 from prefect.logging import get_run_logger
 
-from flows.dag import rerun_order, run_order
+from flows.dag import rerun_order, run_order, upstream_order
 from flows.lock import pipeline_lock
 from flows.publish import publish_report
 from flows.stages import stage_runner
@@ -34,3 +34,16 @@ def run_stages(repo_root: Path, target: str | None = None, force: bool = False) 
         publish_report(repo_root, params, ran)
     logger.info("stages run: %s", ", ".join(s for s, did in ran.items() if did) or "none")
     return ran
+
+
+def run_upstream(repo_root: Path, target: str) -> dict[str, bool]:
+    """Bring `target` and the stages it needs up to date (each only if it changed, as `dvc
+    repro <target>` does), holding the checkout's flow lock; nothing downstream of it runs and
+    no report is published. Returns stage -> whether it ran."""
+    params = load_params(repo_root / "params.yaml")
+    logger = get_run_logger()
+    run_stage = stage_runner(params.flows)
+    name = f"flow run {runtime.flow_run.flow_name}/{runtime.flow_run.name}"
+    with pipeline_lock(repo_root, params.flows.lock_timeout_seconds, name, logger.warning):
+        return {stage: run_stage(stage, repo_root, False, params.flows.lock_timeout_seconds)
+                for stage in upstream_order(repo_root, target)}

@@ -1,5 +1,5 @@
-"""`python -m flows.serve` (or `make serve`): serve the deployments `full-pipeline/default` and
-`finetune/default` from this checkout until stopped (Ctrl-C or SIGTERM).
+"""`python -m flows.serve` (or `make serve`): serve the deployments `full-pipeline/default`,
+`finetune/default` and `predict/default` from this checkout until stopped (Ctrl-C or SIGTERM).
 
 With PREFECT_API_URL in the environment they are registered with that server. Without it, a
 Prefect server is started on `flows.server.host:port` of params.yaml, with its SQLite database
@@ -8,6 +8,7 @@ under `.prefect/` in the checkout, and stopped again on exit. Trigger runs from 
     export PREFECT_API_URL=http://127.0.0.1:4200/api
     prefect deployment run full-pipeline/default --watch
     prefect deployment run finetune/default -p task=sst2 --watch
+    prefect deployment run predict/default -p task=sst2 -p input=new.csv --watch
 """
 
 from __future__ import annotations
@@ -100,16 +101,18 @@ def stop_server(proc: subprocess.Popen, grace: float = 30) -> None:
 
 
 def serve_deployments(repo_root: Path) -> None:
-    """Register both deployments and execute their runs here until interrupted."""
+    """Register the deployments and execute their runs here until interrupted."""
     # imported only now: Prefect reads PREFECT_API_URL and PREFECT_HOME when it is imported
     from prefect import serve
 
     from flows.finetune import finetune
     from flows.full_pipeline import full_pipeline
+    from flows.predict import predict
 
     root = {"repo_root": str(repo_root)}
     serve(full_pipeline.to_deployment(name="default", parameters=root),
-          finetune.to_deployment(name="default", parameters=root))
+          finetune.to_deployment(name="default", parameters=root),
+          predict.to_deployment(name="default", parameters=root))
 
 
 def _interrupt(signum: int, frame: object) -> None:

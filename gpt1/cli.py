@@ -116,17 +116,48 @@ def generate(
 
 @app.command("export-hf")
 def export_hf(
-    model: Annotated[Path, typer.Option(help="our model directory (e.g. artifacts/pretrain)")],
+    model: Annotated[Path, typer.Option(help="our model directory: pretrained (e.g. "
+                                             "artifacts/pretrain) or fine-tuned "
+                                             "(artifacts/finetune/<task>)")],
     out: Annotated[Path, typer.Option(help="the HuggingFace directory to write")],
     force: Annotated[bool, typer.Option(help=FORCE_HELP)] = False,
 ) -> None:
-    """Write a model as a HuggingFace OpenAIGPTLMHeadModel directory (from_pretrained loads it)."""
+    """Write a model as a HuggingFace directory that from_pretrained loads: a pretrained model as
+    OpenAIGPTLMHeadModel, a fine-tuned multiple-choice model as OpenAIGPTDoubleHeadsModel (no
+    transformers class computes the other families' heads), with a tokenizer AutoTokenizer
+    loads."""
     from gpt1.interop import hf
 
     with _input_errors():
         _outside_pipeline_outputs(out)
         hf.export_hf(model, out, force)
     typer.echo(f"{out}: written (openai-gpt)")
+
+
+@app.command()
+def predict(
+    model: Annotated[Path, typer.Option(help="a fine-tuned model folder "
+                                             "(artifacts/finetune/<task>)")],
+    input: Annotated[Path, typer.Option("--input", help="the rows to score: CSV, TSV, JSON Lines "
+                                                        "or Parquet")],
+    out: Annotated[Path, typer.Option(help="where to write the rows with their predictions "
+                                           "(format by extension)")],
+    input_format: Annotated[str | None, typer.Option(help="csv | tsv | jsonl | parquet "
+                                                          "(default: from the extension)")] = None,
+    batch_size: Annotated[int, typer.Option(min=1, help="examples per forward pass")] = 32,
+    device: Annotated[str, typer.Option(help="auto (a GPU when there is one) | cpu | cuda | "
+                                             "cuda:N")] = "auto",
+    precision: Annotated[str, typer.Option(help="fp32 | bf16 | auto")] = "fp32",
+) -> None:
+    """Score a table with a fine-tuned model: its rows with the predicted label and each
+    label's probability (the score for regression, the chosen candidate for multiple choice)."""
+    from gpt1.downstream.predict import predict_file
+
+    with _input_errors():
+        _outside_pipeline_outputs(out)
+        rows = predict_file(model, input, out, input_format, batch_size=batch_size,
+                            device=device, precision=precision)
+    typer.echo(f"{out}: {rows:,} rows predicted")
 
 
 @app.command("import-hf")
@@ -166,6 +197,89 @@ def import_openai(
         cfg = import_release(release, out, n_ctx=n_ctx, n_head=n_head, seed=seed, force=force)
     typer.echo(f"{out}: written ({cfg.n_layer} layers x {cfg.n_embd}, {cfg.n_head} heads, "
                f"{cfg.vocab_size} tokens, n_ctx {cfg.n_ctx})")
+
+
+task_app = typer.Typer(no_args_is_help=True, help="Your own fine-tuning tasks in params.yaml.")
+app.add_typer(task_app, name="task")
+
+
+@task_app.callback()
+def _task() -> None:
+    """Your own fine-tuning tasks, over CSV, TSV, JSON Lines or Parquet files, in params.yaml."""
+
+
+def _column_help(field: str) -> str:
+    return f"the column holding {field} (default: the one named {field})"
+
+
+@task_app.command("add")
+def task_add(
+    name: Annotated[str, typer.Argument(help="the task's name (letters, digits and _)")],
+    family: Annotated[str, typer.Option(help="classification | entailment | similarity | "
+                                             "multiple_choice")],
+    train: Annotated[Path, typer.Option(help="the train file, under ingest.root (with "
+                                             "--split-column, every split's)")],
+    dev: Annotated[Path | None, typer.Option(help="the dev file (none: a tenth of the train "
+                                                  "rows is held out)")] = None,
+    test: Annotated[Path | None, typer.Option(help="the test file (labels optional)")] = None,
+    predict: Annotated[Path | None, typer.Option(help="a file the fine-tuned model is to "
+                                                      "score")] = None,
+    fmt: Annotated[str | None, typer.Option("--format", help="csv | tsv | jsonl | parquet "
+                                            "(default: from each file's extension)")] = None,
+    text_column: Annotated[str | None, typer.Option(help=_column_help("text"))] = None,
+    premise_column: Annotated[str | None, typer.Option(help=_column_help("premise"))] = None,
+    hypothesis_column: Annotated[str | None,
+                                 typer.Option(help=_column_help("hypothesis"))] = None,
+    text_a_column: Annotated[str | None, typer.Option(help=_column_help("text_a"))] = None,
+    text_b_column: Annotated[str | None, typer.Option(help=_column_help("text_b"))] = None,
+    context_column: Annotated[str | None, typer.Option(help=_column_help("context"))] = None,
+    question_column: Annotated[str | None, typer.Option(help=_column_help("question"))] = None,
+    choices_column: Annotated[list[str] | None, typer.Option(
+        help="one column holding a list of choices, or one column per choice (repeat the "
+             "option, or a,b)")] = None,
+    label_column: Annotated[str | None, typer.Option(help=_column_help("label"))] = None,
+    labels: Annotated[str | None, typer.Option(help="the labels, a,b (default: the train "
+                                                    "rows' label values, sorted)")] = None,
+    label_map: Annotated[str | None, typer.Option(help="the file's label values -> labels: "
+                                                       "1=negative,5=positive")] = None,
+    split_column: Annotated[str | None, typer.Option(help="the column saying each row's split, "
+                                                          "where one file holds them all")] = None,
+    split_values: Annotated[str | None, typer.Option(help="split -> its value in the split "
+                                                          "column: dev=TRIAL,test=TEST")] = None,
+    scores: Annotated[str | None, typer.Option(help="LOW,HIGH: the range of a similarity "
+                                                    "score (a regression task)")] = None,
+    title: Annotated[str | None, typer.Option(help="the report's name for it")] = None,
+    holdout: Annotated[int | None, typer.Option(min=1, help="dev rows drawn out of "
+                                                            "train")] = None,
+    force: Annotated[bool, typer.Option(help="replace a task of that name")] = False,
+    params: Annotated[Path, typer.Option(help="the params file to rewrite")] = Path("params.yaml"),
+) -> None:
+    """Declare a fine-tuning task over your own tables in params.yaml: every split is read
+    first, and the entry written (comments kept) and printed."""
+    from gpt1.downstream.declare import TaskSpec, add_task, parse_scores, split_list, split_pairs
+    from gpt1.presets.edit import task_yaml
+
+    with _input_errors():
+        files = {split: path for split, path in [("train", train), ("dev", dev), ("test", test),
+                                                 ("predict", predict)] if path is not None}
+        texts = {"text": text_column, "premise": premise_column, "hypothesis": hypothesis_column,
+                 "text_a": text_a_column, "text_b": text_b_column, "context": context_column,
+                 "question": question_column, "label": label_column}
+        columns: dict[str, str | list[str]] = {f: c for f, c in texts.items() if c is not None}
+        if choices_column:
+            choices = [c for item in choices_column for c in split_list("--choices-column", item)]
+            columns["choices"] = choices[0] if len(choices) == 1 else choices
+        spec = TaskSpec(
+            name=name, family=family, files=files, columns=columns, format=fmt,
+            labels=split_list("--labels", labels) if labels is not None else None,
+            label_map=split_pairs("--label-map", label_map) if label_map is not None else None,
+            split_column=split_column,
+            split_values=split_pairs("--split-values", split_values) if split_values else {},
+            scores=parse_scores(scores) if scores is not None else None,
+            title=title, holdout=holdout)
+        entry = add_task(params, spec, force)
+    typer.echo(f"# {params}: tasks.{name}")
+    typer.echo(task_yaml(name, entry), nl=False)
 
 
 if __name__ == "__main__":

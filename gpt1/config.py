@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     ValidationError,
@@ -218,11 +219,26 @@ class FinetuneTrainParams(FinetuneKnobs):
 # checks they agree): a new family is its object there and its name here. Config cannot import
 # that module: every stage imports config, so each would depend on it.
 Family = Literal["classification", "entailment", "similarity", "multiple_choice"]
+# Each family's text fields, the columns of its table between `idx` and `label` (those of
+# `FAMILIES`, which a test checks): what a `reader: table` task's `table.columns` maps.
+FAMILY_FIELDS: dict[Family, tuple[str, ...]] = {
+    "classification": ("text",),
+    "entailment": ("premise", "hypothesis"),
+    "similarity": ("text_a", "text_b"),
+    "multiple_choice": ("context", "question", "choices"),
+}
 Metric = Literal["accuracy", "mcc", "f1", "pearson", "spearman"]
 CLASS_METRICS = frozenset({"accuracy", "mcc", "f1"})
 REGRESSION_METRICS = frozenset({"pearson", "spearman"})
-# train; dev and test, optionally with a suffix naming a variant (dev_mismatched, test_high)
-_SPLIT_NAME = re.compile(r"train|(dev|test)(_[a-z0-9]+)?")
+# train; dev and test, optionally with a suffix naming a variant (dev_mismatched, test_high);
+# predict, a file only a fine-tuned model scores (ingest does not read it)
+_SPLIT_NAME = re.compile(r"train|predict|(dev|test)(_[a-z0-9]+)?")
+PREDICT_SPLIT = "predict"
+
+
+def is_split_name(name: str) -> bool:
+    """Whether `name` can name a split of a task's `files`."""
+    return _SPLIT_NAME.fullmatch(name) is not None
 
 
 class HoldoutParams(Section):
@@ -230,6 +246,56 @@ class HoldoutParams(Section):
 
     size: int = Field(gt=0)
     seed: int
+
+
+# The reader of ordinary tables (`gpt1.downstream.tables`), which a task's `table` section sets up
+TABLE_READER = "table"
+TableFormat = Literal["csv", "tsv", "jsonl", "parquet"]
+# a table's format by its file's extension, where `table.format` does not name it
+TABLE_EXTENSIONS: dict[str, TableFormat] = {
+    ".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".jsonl": "jsonl", ".ndjson": "jsonl",
+    ".parquet": "parquet", ".pq": "parquet",
+}
+
+
+def _as_text(value: object) -> object:
+    """A YAML whole number where a table's value is meant (`1: negative`): its text, as the
+    file holds it."""
+    return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+CellText = Annotated[str, BeforeValidator(_as_text)]
+
+
+class TableParams(Section):
+    """How `reader: table` reads a task's files, ordinary tables: which column holds each of the
+    family's fields, what the label values mean, which rows belong to which split."""
+
+    format: TableFormat | None = None  # None: each file's extension says (TABLE_EXTENSIONS)
+    # family field (or label) -> the file's column; choices: one list column or several columns.
+    # A field not named is read from the column of its own name.
+    columns: dict[str, str | list[str]] = Field(default_factory=dict)
+    label_values: dict[CellText, CellText] | None = None  # the file's values -> labels
+    scores: list[float] | None = None  # [low, high]: a regression's score range
+    split_column: str | None = None  # one file holding several splits: the column naming each
+    split_values: dict[str, CellText] = Field(default_factory=dict)  # split -> its value there
+
+    @model_validator(mode="after")
+    def _consistent(self) -> TableParams:
+        if self.scores is not None and (len(self.scores) != 2
+                                        or not self.scores[0] < self.scores[1]):
+            raise ValueError(f"scores: give [low, high] with low < high, got {self.scores}")
+        if self.split_values and self.split_column is None:
+            raise ValueError("split_values: name the column that holds them (split_column)")
+        return self
+
+    def column(self, field: str) -> str | list[str]:
+        """The file's column(s) of family field (or `label`) `field`."""
+        return self.columns.get(field, field)
+
+    def split_value(self, split: str) -> str:
+        """The value of `split_column` that marks the rows of `split`."""
+        return self.split_values.get(split, split)
 
 
 class TaskParams(Section):
@@ -245,6 +311,7 @@ class TaskParams(Section):
     paper: dict[str, float] = Field(default_factory=dict)  # eval split -> the paper's metrics[0]
     glue: bool = False  # a GLUE task: averaged beside the paper's average in the report
     overrides: dict[str, object] = Field(default_factory=dict)  # finetune.train keys
+    table: TableParams | None = None  # reader: table only
 
     @field_validator("files")
     @classmethod
@@ -259,9 +326,11 @@ class TaskParams(Section):
 
     @model_validator(mode="after")
     def _consistent(self) -> TaskParams:
-        bad = [name for name in self.files if not _SPLIT_NAME.fullmatch(name)]
+        bad = [name for name in self.files if not is_split_name(name)]
         if bad:
-            raise ValueError(f"files: split names must be train, dev[_x] or test[_x], got {bad}")
+            raise ValueError(f"files: split names must be train, dev[_x] or test[_x] (and "
+                             f"{PREDICT_SPLIT}: a file to score with the fine-tuned model), got "
+                             f"{bad}")
         if "train" not in self.files:
             raise ValueError("files.train is missing")
         if self.holdout is not None and "dev" in self.files:
@@ -284,6 +353,86 @@ class TaskParams(Section):
             raise ValueError(f"metrics: {self.metrics} do not apply to this task "
                              f"(use {sorted(allowed)})")
         return self
+
+    @model_validator(mode="after")
+    def _table_fits(self) -> TaskParams:
+        """`table` is there exactly for `reader: table`, and fits the family, labels and files."""
+        if self.reader != TABLE_READER:
+            if self.table is not None:
+                raise ValueError(f"table: only for reader: {TABLE_READER} (this task's reader is "
+                                 f"{self.reader!r})")
+            return self
+        if self.table is None:
+            raise ValueError(f"table: reader: {TABLE_READER} needs a table section (its columns, "
+                             "and format, label_values, scores, split_column where they apply)")
+        self._table_columns_fit(self.table)
+        self._table_labels_fit(self.table)
+        self._table_files_fit(self.table)
+        return self
+
+    def _table_columns_fit(self, table: TableParams) -> None:
+        fields = FAMILY_FIELDS[self.family]
+        unknown = [key for key in table.columns if key not in (*fields, "label")]
+        if unknown:
+            raise ValueError(f"table.columns: {unknown} are not fields of a {self.family} task "
+                             f"(its fields: {', '.join(fields)}, label)")
+        for field, column in table.columns.items():
+            if isinstance(column, str):
+                continue
+            if field != "choices":
+                raise ValueError(f"table.columns.{field}: one column's name, got {column}")
+            if len(column) < 2 or len(set(column)) != len(column):
+                raise ValueError(f"table.columns.choices: one list column, or at least 2 "
+                                 f"distinct columns (one per choice), got {column}")
+
+    def _table_labels_fit(self, table: TableParams) -> None:
+        if self.regression and table.scores is None:
+            raise ValueError("table.scores: a similarity task without labels is a regression: "
+                             "give the scores' range [low, high]")
+        if not self.regression and table.scores is not None:
+            raise ValueError("table.scores: only for a regression (a similarity task with "
+                             "labels: null)")
+        if table.label_values is None:
+            return
+        if self.regression:
+            raise ValueError("table.label_values: a regression's label is a score, read as it is")
+        targets = list(dict.fromkeys(table.label_values.values()))
+        if self.family == "multiple_choice":
+            choices = table.column("choices")
+            names = choices if isinstance(choices, list) else []
+            bad = [t for t in targets if not t.isdigit() and t not in names]
+            what = "choice indices from 0" + (f" or the choice columns {names}" if names else "")
+        else:
+            bad = [t for t in targets if t not in (self.labels or [])]
+            what = f"labels {self.labels}"
+        if bad:
+            raise ValueError(f"table.label_values: {bad} are not {what}")
+
+    def _table_files_fit(self, table: TableParams) -> None:
+        unknown_format = [] if table.format is not None else [
+            (split, path) for split, paths in self.files.items()
+            for path in ([paths] if isinstance(paths, str) else paths)
+            if PurePosixPath(path).suffix.lower() not in TABLE_EXTENSIONS]
+        if unknown_format:
+            split, path = unknown_format[0]
+            raise ValueError(f"table.format: cannot tell the format of files.{split} {path!r} "
+                             "from its extension: set format (csv, tsv, jsonl or parquet) or "
+                             f"name the file {', '.join(TABLE_EXTENSIONS)}")
+        if table.split_column is None:
+            return
+        unknown = sorted(set(table.split_values) - set(self.files))
+        if unknown:
+            raise ValueError(f"table.split_values: {unknown} are not splits of files "
+                             f"{sorted(self.files)}")
+        values = {split: table.split_value(split) for split in self.files}
+        if len(set(values.values())) != len(values):
+            raise ValueError(f"table.split_values: each split needs its own value of "
+                             f"{table.split_column!r}, got {values}")
+
+    @property
+    def data_splits(self) -> list[str]:
+        """The splits ingest reads: every split of `files` but `predict`."""
+        return [split for split in self.files if split != PREDICT_SPLIT]
 
     @property
     def regression(self) -> bool:

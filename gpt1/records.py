@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from gpt1.atomic import atomic_dir, write_text
+from gpt1.atomic import atomic_dir, atomic_file, write_text
 from gpt1.errors import InputError
 
 STATUS_FILE = "status.json"  # in an output folder of a stage that had nothing to do: why
@@ -56,3 +56,15 @@ def record_not_run(reason: str, folders: tuple[Path, ...] = (), metrics: Path | 
         write_not_run(folder, reason)
     if metrics is not None:
         write_record(metrics, {**fields, "run": False, "reason": reason})
+
+
+def write_not_run_table(path: Path, reason: str) -> None:
+    """Replace the Parquet file `path` (an output dvc.yaml declares) with one of no rows whose
+    metadata says the stage did not run and why (`gpt1.not_run`)."""
+    import pyarrow as pa  # imported here: the stages that read records need no pyarrow
+    import pyarrow.parquet as pq
+
+    table = pa.table({"prediction": pa.array([], pa.string())}).replace_schema_metadata(
+        {"gpt1.not_run": reason})
+    with atomic_file(path) as tmp:
+        pq.write_table(table, tmp)

@@ -15,6 +15,7 @@ PRETRAIN_METRICS = Path("metrics/pretrain.json")
 PRETRAIN_LIVE = Path("dvclive/pretrain")
 FINETUNE_DIR = Path("artifacts/finetune")
 FINETUNE_METRICS = Path("metrics/finetune")
+PREDICTIONS = Path("predictions")  # <task>.parquet: a task's files.predict, scored
 LM_EVAL_METRICS = Path("metrics/lm_eval.json")
 LM_EVAL_DIR = Path("artifacts/lm_eval")
 GENERATED = LM_EVAL_DIR / "generated.json"  # a short text the pretrained model wrote

@@ -324,3 +324,72 @@ def test_pretrained_source_and_its_folder(raw: dict, tmp_path: Path, source: str
     assert expected in _error(raw, tmp_path)
     raw["pretrain"].update(source="openai", source_dir="../openai-gpt1")
     assert parse_params(raw).pretrain.source_dir == "../openai-gpt1"
+
+
+TABLE_TASK = {"title": "Mine", "family": "classification", "reader": "table",
+              "files": {"train": "mine/train.csv", "dev": "mine/dev.csv"},
+              "labels": ["neg", "pos"], "metrics": ["accuracy"],
+              "table": {"columns": {"text": "review", "label": "stars"}}}
+CHOICE_TASK = {"family": "multiple_choice", "labels": None,
+               "table": {"columns": {"choices": ["e1", "e2"]}, "label_values": {"A": "first"}}}
+REGRESSION = {"family": "similarity", "labels": None, "metrics": ["pearson"]}
+
+
+@pytest.mark.parametrize(("change", "expected"), [
+    ({"table": None}, "tasks.mine.table: reader: table needs a table section (its columns, and "
+                      "format, label_values, scores, split_column where they apply)"),
+    ({"reader": "glue_sst2"}, "tasks.mine.table: only for reader: table (this task's reader is "
+                              "'glue_sst2')"),
+    ({"table": {"columns": {"premise": "p"}}},
+     "tasks.mine.table.columns: ['premise'] are not fields of a classification task (its "
+     "fields: text, label)"),
+    ({"table": {"columns": {"text": ["a", "b"]}}},
+     "tasks.mine.table.columns.text: one column's name, got ['a', 'b']"),
+    ({**CHOICE_TASK, "table": {"columns": {"choices": ["e1"]}}},
+     "tasks.mine.table.columns.choices: one list column, or at least 2 distinct columns (one per "
+     "choice), got ['e1']"),
+    ({"table": {"label_values": {"1": "neg", "2": "bad"}}},
+     "tasks.mine.table.label_values: ['bad'] are not labels ['neg', 'pos']"),
+    (CHOICE_TASK, "tasks.mine.table.label_values: ['first'] are not choice indices from 0 or the "
+                  "choice columns ['e1', 'e2']"),
+    ({**REGRESSION, "table": {}}, "tasks.mine.table.scores: a similarity task without labels is "
+                                  "a regression: give the scores' range [low, high]"),
+    ({**REGRESSION, "table": {"scores": [0, 5], "label_values": {"a": "b"}}},
+     "tasks.mine.table.label_values: a regression's label is a score, read as it is"),
+    ({"table": {"scores": [0, 5]}},
+     "tasks.mine.table.scores: only for a regression (a similarity task with labels: null)"),
+    ({**REGRESSION, "table": {"scores": [5, 0]}},
+     "tasks.mine.table.scores: give [low, high] with low < high, got [5.0, 0.0]"),
+    ({"files": {"train": "mine/train.txt", "dev": "mine/dev.csv"}},
+     "tasks.mine.table.format: cannot tell the format of files.train 'mine/train.txt' from its "
+     "extension: set format (csv, tsv, jsonl or parquet) or name the file .csv, .tsv, .tab, "
+     ".jsonl, .ndjson, .parquet, .pq"),
+    ({"table": {"format": "xlsx"}}, "tasks.mine.table.format: Input should be 'csv', 'tsv', "
+                                    "'jsonl' or 'parquet' (got 'xlsx')"),
+    ({"table": {"split_values": {"dev": "TRIAL"}}},
+     "tasks.mine.table.split_values: name the column that holds them (split_column)"),
+    ({"table": {"split_column": "set", "split_values": {"valid": "V"}}},
+     "tasks.mine.table.split_values: ['valid'] are not splits of files ['dev', 'train']"),
+    ({"table": {"split_column": "set", "split_values": {"dev": "train"}}},
+     "tasks.mine.table.split_values: each split needs its own value of 'set', got "
+     "{'dev': 'train', 'train': 'train'}"),  # the dumped file's key order
+])
+def test_inconsistent_table_task(raw: dict, tmp_path: Path, change: dict, expected: str) -> None:
+    raw["tasks"]["mine"] = {**TABLE_TASK, **change}
+    assert _error(raw, tmp_path) == f"{tmp_path / 'my-params.yaml'}: {expected}"
+
+
+def test_a_table_task_loads(raw: dict) -> None:
+    raw["tasks"]["mine"] = {**TABLE_TASK,
+                            "files": {**TABLE_TASK["files"], "test": "mine/all.tsv",
+                                      "predict": "mine/new.jsonl"},
+                            "table": {"columns": {"text": "review"},
+                                      "label_values": {1: "neg", 5: "pos"},
+                                      "split_column": "set", "split_values": {"test": 3}}}
+    task = parse_params(raw).tasks["mine"]
+    assert task.table is not None
+    assert task.table.label_values == {"1": "neg", "5": "pos"}  # YAML numbers, as the file's text
+    assert task.table.split_value("test") == "3" and task.table.split_value("dev") == "dev"
+    assert task.table.column("text") == "review" and task.table.column("label") == "label"
+    assert task.eval_splits == ["dev"]
+    assert task.data_splits == ["train", "dev", "test"]  # predict: not ingested

@@ -16,6 +16,7 @@ import tempfile
 from functools import cache
 from pathlib import Path
 
+import click
 import pytest
 import typer.main
 
@@ -87,11 +88,19 @@ def _placeholder(word: str) -> bool:
 
 @cache
 def cli_commands() -> dict[str, set[str]]:
-    """`gpt1` subcommand -> its option names (and --help)."""
-    group = typer.main.get_command(app)
-    return {name: {"--help", *(o for p in cmd.params for o in (*p.opts, *p.secondary_opts)
-                               if o.startswith("-"))}
-            for name, cmd in group.commands.items()}
+    """`gpt1` subcommand (`task add`, for a command of a sub-group) -> its option names (and
+    --help)."""
+
+    def options(cmd: click.Command) -> set[str]:
+        return {"--help", *(o for p in cmd.params for o in (*p.opts, *p.secondary_opts)
+                            if o.startswith("-"))}
+
+    found = {}
+    for name, cmd in typer.main.get_command(app).commands.items():
+        found[name] = options(cmd)
+        for sub_name, sub in getattr(cmd, "commands", {}).items():
+            found[f"{name} {sub_name}"] = options(sub)
+    return found
 
 
 @cache
@@ -204,6 +213,8 @@ def _importable(module: str) -> bool:
 
 def _check_gpt1(name: str, sub: str, args: list[str]) -> list[str]:
     where = f"{name}: `gpt1 {sub} {' '.join(args)}`".rstrip() + ":"
+    if args and f"{sub} {args[0]}" in cli_commands():  # a command of a sub-group: `task add`
+        sub, args = f"{sub} {args[0]}", args[1:]
     if sub not in cli_commands():
         return [f"{where} no subcommand {sub!r} (there are {sorted(cli_commands())})"]
     problems = [f"{where} no option {flag!r}" for flag in

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 import torch
 
-from gpt1.config import Family, TaskParams, load_params
+from gpt1.config import FAMILY_FIELDS, Family, TaskParams, load_params
 from gpt1.corpus.bpe import CLASSIFY, DELIM, START
 from gpt1.downstream.families import FAMILIES, ChoiceFamily, TaskFamily, family_of
 
@@ -28,6 +28,13 @@ def test_registry_holds_the_families_config_accepts() -> None:
     """A new family is its object in FAMILIES and its name in config's `Family`."""
     assert set(FAMILIES) == set(typing.get_args(Family))
     assert all(family.name == name for name, family in FAMILIES.items())
+
+
+def test_config_knows_each_familys_fields() -> None:
+    """`reader: table` maps a file's columns to the fields config lists per family."""
+    for name, family in FAMILIES.items():
+        assert FAMILY_FIELDS[name] == tuple(column.name for column in family.columns)
+    assert FAMILY_FIELDS["multiple_choice"] == ("context", "question", "choices")
 
 
 def test_config_label_rules_match_each_family() -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from flows.dag import rerun_order, run_order
+from flows.dag import rerun_order, run_order, upstream_order
 from gpt1.config import load_params
 from tests.conftest import REPO, analysis_stages, dvc, edit_params, only_sst2, run
 
@@ -25,10 +25,14 @@ def test_stage_order_comes_from_dvc_yaml() -> None:
     order = run_order(REPO)
     params = load_params(REPO / "params.yaml")
     finetunes = [f"finetune@{task}" for task in params.tasks]
+    predicts = [f"predict@{task}" for task in params.tasks]
     assert order == ["ingest", "clean", "bpe", "tokenize", "pretrain", "pretrain_lstm",
-                     *finetunes, "lm_eval", *analysis_stages(params), "report"]
+                     *finetunes, *predicts, "lm_eval", *analysis_stages(params), "report"]
     assert rerun_order(REPO, "finetune@sst2") == ["ingest", "clean", "bpe", "tokenize",
-                                                  "pretrain", "finetune@sst2", "report"]
+                                                  "pretrain", "finetune@sst2", "predict@sst2",
+                                                  "report"]
+    assert upstream_order(REPO, "finetune@sst2") == ["ingest", "clean", "bpe", "tokenize",
+                                                     "pretrain", "finetune@sst2"]
     with pytest.raises(ValueError, match="no stage 'finetune@nope'"):
         rerun_order(REPO, "finetune@nope")
 

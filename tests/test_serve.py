@@ -1,4 +1,4 @@
-"""`python -m flows.serve` against a real Prefect server: both deployments run from the CLI."""
+"""`python -m flows.serve` against a real Prefect server: its deployments run from the CLI."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
+import pyarrow.parquet as pq
 import pytest
 
 from flows.dag import run_order
@@ -61,7 +62,8 @@ class Served:
                 pytest.fail(f"flows.serve exited {proc.returncode}:\n{self.log.read_text()}")
             if all(self.prefect("deployment", "inspect", name, check=False,
                                 timeout=60).returncode == 0
-                   for name in ("full-pipeline/default", "finetune/default")):
+                   for name in ("full-pipeline/default", "finetune/default",
+                                "predict/default")):
                 return
             time.sleep(1)
         pytest.fail(f"deployments not served in {timeout} s:\n{self.log.read_text()}")
@@ -182,6 +184,19 @@ def test_deployments_run_from_the_cli(served: Served) -> None:
     assert {path for path in before if after[path] != before[path]} == \
         {"metrics/finetune/sst2.json", "reports/summary.md"}
     assert "Data and pipelines are up to date." in dvc("status", cwd=repo).stdout
+
+    # a team scores a new file with a task's fine-tuned model: nothing to bring up to date
+    (repo / "new.csv").write_text('text\n"a fine, ""moving"" film"\nit was dull\n')
+    scored = served.prefect("deployment", "run", "predict/default", "-p", "task=sst2",
+                            "-p", "input=new.csv", "--watch")
+    assert "Flow run finished successfully in 'Completed'" in scored.stdout
+    rows = pq.read_table(repo / "scored" / "sst2" / "new.parquet").to_pylist()
+    assert [row["text"] for row in rows] == ['a fine, "moving" film', "it was dull"]
+    assert {row["prediction"] for row in rows} <= {"0", "1"}
+    preview = served.artifact("gpt1-predictions")
+    assert preview["type"] == "table"
+    assert [row["prediction"] for row in json.loads(preview["data"])] == [
+        row["prediction"] for row in rows]
 
     failed = served.prefect("deployment", "run", "finetune/default", "-p", "task=nope",
                             "--watch", check=False)

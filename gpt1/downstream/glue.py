@@ -1,17 +1,18 @@
 """Delimited release files: GLUE's TSVs (as `download_glue_data.py` writes them), SciTail's TSVs
 and Story Cloze's CSVs, read row by row with the line each row starts on, so that every error
-names the file and line at fault."""
+names the file and line at fault. `delimited_rows` also reads the CSVs and TSVs of
+`gpt1.downstream.tables`."""
 
 from __future__ import annotations
 
 import csv
 import math
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from gpt1.errors import InputError
 
@@ -72,12 +73,17 @@ def utf8_errors(path: Path) -> Iterator[None]:
         raise _not_utf8(path) from None
 
 
-def _rows(path: Path, tsv: bool) -> Iterator[Row]:
-    """Non-blank rows; a UTF-8 byte-order mark is tolerated. TSVs are read with quoting off:
-    GLUE sentences hold literal `"` characters, which default CSV quoting would take for quotes
-    and merge rows over. CSVs (Story Cloze) are quoted the standard way, strictly: a quote left
-    open would otherwise swallow the rows after it into one field."""
-    dialect = {"delimiter": "\t", "quoting": csv.QUOTE_NONE} if tsv else {"strict": True}
+# GLUE's (and SciTail's) TSVs are read with quoting off: GLUE sentences hold literal `"`
+# characters, which default CSV quoting would take for quotes and merge rows over.
+GLUE_TSV: Mapping[str, Any] = {"delimiter": "\t", "quoting": csv.QUOTE_NONE}
+# CSVs (Story Cloze) are quoted the standard way, strictly: a quote left open would otherwise
+# swallow the rows after it into one field.
+QUOTED_CSV: Mapping[str, Any] = {"strict": True}
+
+
+def delimited_rows(path: Path, dialect: Mapping[str, Any]) -> Iterator[Row]:
+    """Non-blank rows of a file read by Python's `csv` with `dialect` (keyword arguments of
+    `csv.reader`), each with the line it starts on; a UTF-8 byte-order mark is tolerated."""
     with path.open(encoding="utf-8-sig", newline="") as fh, utf8_errors(path):
         reader = csv.reader(fh, **dialect)
         line = 1
@@ -100,10 +106,11 @@ def _checked(path: Path, rows: Iterator[Row], columns: int) -> Iterator[Row]:
 
 def read_tsv(path: Path, columns: int) -> Iterator[Row]:
     """Rows of a TSV without a header line, each with exactly `columns` fields."""
-    return _checked(path, _rows(path, tsv=True), columns)
+    return _checked(path, delimited_rows(path, GLUE_TSV), columns)
 
 
-def _with_header(path: Path, rows: Iterator[Row]) -> tuple[Header, Iterator[Row]]:
+def with_header(path: Path, rows: Iterator[Row]) -> tuple[Header, Iterator[Row]]:
+    """The first of `rows`, the header, and the others, each with as many fields as it names."""
     first = next(rows, None)
     if first is None:
         raise DataFormatError(f"{path}: empty, expected a header line")
@@ -113,12 +120,12 @@ def _with_header(path: Path, rows: Iterator[Row]) -> tuple[Header, Iterator[Row]
 
 def read_tsv_with_header(path: Path) -> tuple[Header, Iterator[Row]]:
     """The header of a TSV and its other rows, each with as many fields as the header names."""
-    return _with_header(path, _rows(path, tsv=True))
+    return with_header(path, delimited_rows(path, GLUE_TSV))
 
 
 def read_csv_with_header(path: Path) -> tuple[Header, Iterator[Row]]:
     """The header of a CSV and its other rows, each with as many fields as the header names."""
-    return _with_header(path, _rows(path, tsv=False))
+    return with_header(path, delimited_rows(path, QUOTED_CSV))
 
 
 def parse_label(where: str, value: str, labels: Sequence[str]) -> int:

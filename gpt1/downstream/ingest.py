@@ -33,8 +33,9 @@ def ingest_task(name: str, task: TaskParams, params: Params, root: Path,
                 out: Path) -> dict[str, int]:
     """Write each split of registry task `name` (the dev split drawn from train where `holdout`
     says so) as `<split>.parquet`, capped at `ingest.max_train_examples`,
-    `ingest.max_dev_examples` and `ingest.max_test_examples` rows; return the rows per split."""
-    tables = {split: read_task_split(task, root, split) for split in task.files}
+    `ingest.max_dev_examples` and `ingest.max_test_examples` rows; return the rows per split.
+    A `predict` file is not read: only a fine-tuned model scores it."""
+    tables = {split: read_task_split(task, root, split) for split in task.data_splits}
     if task.holdout is not None:
         available, size = tables["train"].num_rows, task.holdout.size
         if size >= available:

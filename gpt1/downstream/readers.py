@@ -4,7 +4,8 @@ A registry entry names its reader (`tasks.<name>.reader` in `params.yaml`); the 
 one release file (or, for RACE, one folder of articles) into the columns of the task's family
 (`TaskFamily.new_columns`); `read_task_split` concatenates a split's files into one table.
 Labels become indices into the task's `labels`; splits without labels (GLUE test files) get
-null labels.
+null labels. The `table` reader reads ordinary tables (`gpt1.downstream.tables`) for a task of
+any family, as its `table` section says.
 """
 
 from __future__ import annotations
@@ -14,11 +15,12 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
-from gpt1.config import Family, TaskParams
+from gpt1.config import PREDICT_SPLIT, TABLE_READER, Family, TableParams, TaskParams
 from gpt1.downstream.families import family_of
 from gpt1.downstream.glue import (
     DataFormatError,
@@ -30,6 +32,7 @@ from gpt1.downstream.glue import (
     read_tsv_with_header,
     utf8_errors,
 )
+from gpt1.downstream.tables import TableBatch, column_texts, iter_batches, select_fields
 from gpt1.errors import InputError, MissingInputError
 
 log = logging.getLogger(__name__)
@@ -37,18 +40,30 @@ log = logging.getLogger(__name__)
 # One file's rows, column by column, named as in the family's schema. `idx` is there only where
 # the file has its own index column; `read_task_split` numbers the other rows.
 Columns = dict[str, list[object]]
-ReadFile = Callable[[TaskParams, Path], Columns]
+ReadFile = Callable[[TaskParams, Path, str], Columns]  # (task, path, split): the split's rows
 
 
 @dataclass(frozen=True)
 class Reader:
-    """What a registry `reader` name stands for: a function reading one file (or RACE folder)
-    into the columns of `family`, and, for a release whose label is a score, the score's range
-    as the release defines it."""
+    """What a registry `reader` name stands for: a function reading the rows of a split from
+    one file (or RACE folder) into the columns of `family` (None: of the task's family, whichever
+    it is), and, for a release whose label is a score, the score's range as the release defines
+    it."""
 
-    family: Family
+    family: Family | None
     read: ReadFile
     scores: tuple[float, float] | None = None
+
+
+def _release(family: Family, read: Callable[[TaskParams, Path], Columns],
+             scores: tuple[float, float] | None = None) -> Reader:
+    """The reader of a release whose every file holds one split."""
+    return Reader(family, lambda task, path, _split: read(task, path), scores)
+
+
+def _labelled(split: str) -> bool:
+    """Whether the rows of `split` must have labels: all but test and predict splits'."""
+    return not (split.startswith("test") or split == PREDICT_SPLIT)
 
 
 def _label(task: TaskParams, where: str, value: str) -> int | float:
@@ -246,34 +261,138 @@ def _read_race(task: TaskParams, path: Path) -> Columns:
     return columns
 
 
+# -- ordinary tables: `reader: table` -----------------------------------------------------------
+
+
+def _split_rows(task: TaskParams, table: TableParams, batch: TableBatch,
+                split: str) -> TableBatch:
+    """The batch's rows of `split`: all of them, or, where one file holds several splits, those
+    whose `table.split_column` holds the split's value. A value that is no split's is an error."""
+    if table.split_column is None:
+        return batch
+    splits = {table.split_value(name): name for name in task.files}
+    keep = []
+    values = column_texts(batch, table.split_column, "split_column")
+    for row, (where, value) in enumerate(zip(batch.where, values, strict=True)):
+        value = (value or "").strip()
+        if value not in splits:
+            raise DataFormatError(f"{where}: {table.split_column} {value!r} is not one of "
+                                  f"{list(splits)}, the values of the task's splits "
+                                  "(table.split_values)")
+        if splits[value] == split:
+            keep.append(row)
+    return batch.take(keep)
+
+
+def _choice(where: str, value: str, table: TableParams, n_choices: int) -> int:
+    """A multiple-choice label: the index of the right choice, from 0, or, where the choices
+    are several columns, the name of the right one's column."""
+    names = table.column("choices")
+    if isinstance(names, list) and value in names:
+        return names.index(value)
+    if value.isascii() and value.isdigit() and int(value) < n_choices:
+        return int(value)
+    named = f" or its column's name ({', '.join(names)})" if isinstance(names, list) else ""
+    raise DataFormatError(f"{where}: label {value!r} is not a choice: give its index from 0 to "
+                          f"{n_choices - 1}{named}")
+
+
+def _table_label(task: TaskParams, table: TableParams, where: str, value: str,
+                 n_choices: int) -> int | float:
+    if task.regression:
+        assert table.scores is not None  # config requires them of a regression
+        return parse_score(where, value, *table.scores)
+    if table.label_values is not None:
+        values = list(table.label_values)
+        value = table.label_values[values[parse_label(where, value, values)]]
+    if task.family == "multiple_choice":
+        return _choice(where, value, table, n_choices)
+    assert task.labels is not None  # TaskParams guarantees labels outside regression
+    return parse_label(where, value, task.labels)
+
+
+def _table_labels(task: TaskParams, table: TableParams, batch: TableBatch, split: str,
+                  choices: list[Any] | None) -> list[int | float | None]:
+    """The batch's labels; a test or predict file may lack the column, or leave it empty."""
+    column = table.column("label")
+    assert isinstance(column, str)  # config allows a list for choices alone
+    if column not in batch.table.column_names and not _labelled(split):
+        return [None] * batch.table.num_rows
+    labels: list[int | float | None] = []
+    values = column_texts(batch, column, "label")
+    for row, (where, value) in enumerate(zip(batch.where, values, strict=True)):
+        if value is None or not value.strip():
+            if _labelled(split):
+                raise DataFormatError(f"{where}: column {column!r} (label) is empty")
+            labels.append(None)
+            continue
+        n_choices = len(choices[row]) if choices else 0
+        labels.append(_table_label(task, table, where, value.strip(), n_choices))
+    return labels
+
+
+def _same_number_of_choices(where: list[str], choices: list[Any]) -> None:
+    """Every example of a multiple-choice task has as many choices: the head's softmax spans
+    them."""
+    counts = [len(row) for row in choices]
+    for at, count in zip(where, counts, strict=True):
+        if count != counts[0]:
+            raise DataFormatError(f"{at}: {count} choices, where {where[0]} has {counts[0]}: "
+                                  "every example needs as many")
+
+
+def _read_table(task: TaskParams, path: Path, split: str) -> Columns:
+    """The rows of `split` in one table file (CSV, TSV, JSON Lines, Parquet), the family's
+    fields and the label read from the columns the task's `table` names. A label is one of the
+    file's values (mapped through `table.label_values` where given) that is a label, a score
+    within `table.scores` (a regression), or the right choice (`_choice`)."""
+    table = task.table
+    assert table is not None  # config: a table reader's task has its table section
+    columns = family_of(task).new_columns()
+    where: list[str] = []
+    for batch in iter_batches(path, table.format):
+        rows = _split_rows(task, table, batch, split)
+        fields = select_fields(rows, task.family, table.columns)
+        for name, values in fields.items():
+            columns[name].extend(values)
+        columns["label"].extend(_table_labels(task, table, rows, split, fields.get("choices")))
+        where.extend(rows.where)
+    if "choices" in columns:
+        _same_number_of_choices(where, columns["choices"])
+    return columns
+
+
 # GLUE's columns go to premise / hypothesis (text_a / text_b) in the file's order, as the GLUE
 # baselines and BERT's processors pair them: for QNLI the question is the premise and the
 # sentence that may answer it the hypothesis.
 READERS: dict[str, Reader] = {
-    "glue_cola": Reader("classification", _read_cola),
-    "glue_sst2": Reader("classification", _read_single_sentence),
-    "nli_jsonl": Reader("entailment", _read_nli_jsonl),
+    "glue_cola": _release("classification", _read_cola),
+    "glue_sst2": _release("classification", _read_single_sentence),
+    "nli_jsonl": _release("entailment", _read_nli_jsonl),
     # MultiNLI's train file is reported to hold pairs with an empty sentence2
-    "glue_mnli": Reader("entailment", _glue_tsv({"premise": "sentence1",
-                                                 "hypothesis": "sentence2"}, label="gold_label",
-                                                empty_texts=True)),
-    "glue_qnli": Reader("entailment", _glue_tsv({"premise": "question", "hypothesis": "sentence"},
-                                                label="label")),
-    "glue_rte": Reader("entailment", _glue_tsv({"premise": "sentence1", "hypothesis": "sentence2"},
-                                               label="label")),
-    "scitail_tsv": Reader("entailment", _read_scitail),
-    "glue_mrpc": Reader("similarity", _glue_tsv({"text_a": "#1 String", "text_b": "#2 String"},
-                                                label="Quality")),
+    "glue_mnli": _release("entailment", _glue_tsv({"premise": "sentence1",
+                                                   "hypothesis": "sentence2"},
+                                                  label="gold_label", empty_texts=True)),
+    "glue_qnli": _release("entailment", _glue_tsv({"premise": "question",
+                                                   "hypothesis": "sentence"}, label="label")),
+    "glue_rte": _release("entailment", _glue_tsv({"premise": "sentence1",
+                                                  "hypothesis": "sentence2"}, label="label")),
+    "scitail_tsv": _release("entailment", _read_scitail),
+    "glue_mrpc": _release("similarity", _glue_tsv({"text_a": "#1 String",
+                                                   "text_b": "#2 String"}, label="Quality")),
     # QQP's `id` (a pair id in train and dev, 0.. in test) is the file's own index; its train
     # file has two pairs with an empty question2
-    "glue_qqp": Reader("similarity", _glue_tsv({"text_a": "question1", "text_b": "question2"},
-                                               label="is_duplicate", index="id",
-                                               empty_texts=True)),
+    "glue_qqp": _release("similarity", _glue_tsv({"text_a": "question1", "text_b": "question2"},
+                                                 label="is_duplicate", index="id",
+                                                 empty_texts=True)),
     # "a similarity score between 0 and 5" (the STS Benchmark's readme.txt)
-    "glue_stsb": Reader("similarity", _glue_tsv({"text_a": "sentence1", "text_b": "sentence2"},
-                                                label="score"), scores=(0.0, 5.0)),
-    "story_cloze_csv": Reader("multiple_choice", _read_story_cloze),
-    "race_json": Reader("multiple_choice", _read_race),
+    "glue_stsb": _release("similarity", _glue_tsv({"text_a": "sentence1",
+                                                   "text_b": "sentence2"}, label="score"),
+                          scores=(0.0, 5.0)),
+    "story_cloze_csv": _release("multiple_choice", _read_story_cloze),
+    "race_json": _release("multiple_choice", _read_race),
+    # ordinary tables of any family, as the task's `table` section says
+    TABLE_READER: Reader(None, _read_table),
 }
 
 
@@ -285,6 +404,8 @@ def _reader(task: TaskParams) -> Reader:
     if reader is None:
         raise InputError(f"{task.title}: unknown reader {task.reader!r} (readers: "
                          f"{sorted(READERS)})")
+    if reader.family is None:  # the table reader: config checked its task's `table` fits
+        return reader
     if reader.family != task.family:
         raise InputError(f"{task.title}: reader {task.reader!r} reads {reader.family} files, "
                          f"not {task.family}")
@@ -311,8 +432,8 @@ def _split_files(task: TaskParams, root: Path, split: str) -> list[Path]:
 
 def missing_files(task: TaskParams, root: Path) -> list[Path]:
     """The files (or RACE folders) of the task's splits that are missing under `root`: empty
-    when the task can run."""
-    return [path for split in task.files for path in _split_files(task, root, split)
+    when the task can run (its `predict` file is not needed for that)."""
+    return [path for split in task.data_splits for path in _split_files(task, root, split)
             if not path.exists()]
 
 
@@ -332,7 +453,7 @@ def read_task_split(task: TaskParams, root: Path, split: str) -> pa.Table:
     tables = [schema.empty_table()]  # so that a split of no files is an empty table
     start = 0
     for path in paths:
-        columns = reader.read(task, path)
+        columns = reader.read(task, path, split)
         rows = len(columns["label"])
         if not rows:
             raise DataFormatError(f"{path}: no rows to read into {task.title}'s {split} split")
@@ -340,9 +461,10 @@ def read_task_split(task: TaskParams, root: Path, split: str) -> pa.Table:
         tables.append(pa.table(columns, schema=schema))
         start += rows
     table = pa.concat_tables(tables)
-    if not split.startswith("test") and table.column("label").null_count:
+    if _labelled(split) and table.column("label").null_count:
         raise DataFormatError(f"{task.title}: {', '.join(map(str, paths))}: rows without a "
-                              f"label in the {split} split (only test splits may lack them)")
+                              f"label in the {split} split (only test and predict splits may "
+                              "lack them)")
     return table
 
 

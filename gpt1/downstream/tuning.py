@@ -4,7 +4,6 @@ and dev predictions of the median seed."""
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,9 +18,10 @@ from gpt1.corpus.bpe import GPT1Tokenizer
 from gpt1.corpus.text import TextCleaner
 from gpt1.downstream.families import family_of
 from gpt1.downstream.metrics import score
+from gpt1.downstream.standalone import TOKENIZER, save_finetuned, task_card
 from gpt1.downstream.transforms import encode_examples
 from gpt1.model.heads import TaskModel
-from gpt1.model.registry import load_config, load_model, save_safetensors
+from gpt1.model.registry import load_config, load_model
 from gpt1.model.trunk import Trunk
 from gpt1.training.device import placement
 from gpt1.training.finetune import finetune, majority_class, predict, summarise
@@ -145,7 +145,7 @@ def finetune_task(params: Params, task: str, splits: list[str], task_dir: Path,
     once per seed of `finetune.seeds`; write the median seed's model and dev predictions to
     `out_dir`; return the metrics file's content."""
     spec = params.tasks[task]
-    tok = GPT1Tokenizer.load(pretrained / "tokenizer.json")
+    tok = GPT1Tokenizer.load(pretrained / TOKENIZER)
     n_ctx = load_config(pretrained / "config.json").n_ctx
     data = load_splits(task_dir, spec, splits, tok, n_ctx)
     log.info("%s (%s): %s examples; seeds %s", spec.title, spec.family,
@@ -157,11 +157,8 @@ def finetune_task(params: Params, task: str, splits: list[str], task_dir: Path,
     cfg = params.finetune.for_task(spec, kept.seed)
     place = placement(cfg.device, cfg.precision)
     with atomic_dir(out_dir) as tmp:
-        save_safetensors(kept.model.state_dict(), tmp / "model.safetensors")
-        kept.model.trunk.config.save(tmp / "config.json")
-        (tmp / "task.json").write_text(json.dumps(
-            {"task": task, **spec.model_dump(include={"family", "labels"}), "seed": kept.seed},
-            indent=2) + "\n")
+        save_finetuned(tmp, kept.model, task_card(task, spec, n_ctx, kept.seed),
+                       pretrained / TOKENIZER)
         for split, d in data.items():
             if split != "train":
                 outputs = predict(kept.model, d.examples, tok.pad_id, cfg.batch_size,

@@ -1,5 +1,9 @@
 """Convert between our model directories and HuggingFace `openai-gpt` checkpoints.
 
+A pretrained model is exported as an `OpenAIGPTLMHeadModel`, a fine-tuned multiple-choice model
+(`gpt1.downstream.standalone`) as an `OpenAIGPTDoubleHeadsModel`; the other families' heads have
+no transformers class (`NO_HF_CLASS`).
+
 The parameter names are already HF's. What differs: HF's LM and double-heads models put the trunk
 under `transformer.`, HF's `Conv1D` stores a projection as (in, out) where our `nn.Linear` stores
 (out, in), and the LM head, tied to the token embedding in both, is saved by HF under
@@ -15,14 +19,20 @@ import pickle
 import re
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from gpt1.atomic import atomic_dir, check_replaceable
+from gpt1.config import Family
+from gpt1.corpus.bpe import CLASSIFY, DELIM, PAD, START, UNK
 from gpt1.errors import InputError, MissingInputError
 from gpt1.model.registry import load_model, load_safetensors, save_model, save_safetensors
 from gpt1.model.transformer import GPT1, GPT1Config
+from gpt1.model.trunk import Trunk
+
+if TYPE_CHECKING:
+    from gpt1.downstream.standalone import TaskCard
 
 PREFIX = "transformer."
 LM_HEAD = "lm_head.weight"
@@ -38,8 +48,30 @@ OTHER_HEADS = ("multiple_choice_head.", "score.")
 MASK_BUFFER = re.compile(r"h\.\d+\.attn\.bias")
 # the first sentence of torch's reason for refusing a pickle under weights_only=True
 UNPICKLER_REASON = re.compile(r"WeightsUnpickler error:\s*(.+?)(?:\.\s|\.?$)", re.MULTILINE)
-# what export-hf, import-hf and import-openai write: an --out holding anything else is refused
+# what import-hf and import-openai write (export-hf: these, the tokenizer's config and a fine-tuned
+# model's task.json): an --out holding anything else is refused
 MODEL_DIR_FILES = ("config.json", "model.safetensors", "tokenizer.json")
+TOKENIZER_CONFIG = "tokenizer_config.json"
+# Without a tokenizer_class, AutoTokenizer builds an openai-gpt model's OpenAIGPTTokenizer, which
+# replaces our tokenizer.json's lower-casing and whitespace split by BERT's normaliser and
+# pre-tokeniser (accents stripped, punctuation split off): other ids. This class loads it as is.
+HF_TOKENIZER_CLASS = "PreTrainedTokenizerFast"
+HF_SPECIAL_TOKENS = {"unk_token": UNK, "bos_token": START, "sep_token": DELIM,
+                     "cls_token": CLASSIFY, "pad_token": PAD}
+# The dropout before the exported multiple-choice head: the folder does not record finetune's
+# clf_dropout, so the paper's (transformers' default too); it changes nothing in eval mode.
+PAPER_CLF_DROPOUT = 0.1
+MC_HEAD = "multiple_choice_head.summary."
+# why the fine-tuned heads of the other families have no class in transformers' modeling_openai
+_LABELS_HEAD = ("its head is a linear layer with a bias, from the <classify> state to one logit "
+                "per label: OpenAIGPTForSequenceClassification's score has no bias, and "
+                "OpenAIGPTDoubleHeadsModel sets num_labels to 1 (one output)")
+NO_HF_CLASS: dict[Family, str] = {
+    "classification": _LABELS_HEAD,
+    "entailment": _LABELS_HEAD,
+    "similarity": "its head adds the <classify> states of both orders of the pair before its "
+                  "linear layer",
+}
 
 
 def to_hf_config(cfg: GPT1Config) -> dict[str, Any]:
@@ -175,22 +207,78 @@ def _read_hf_weights(hf_dir: Path) -> tuple[dict[str, torch.Tensor], Path]:
     raise MissingInputError(f"{safetensors_path}: not found (nor {bin_path.name})")
 
 
-def export_hf(model_dir: Path, out_dir: Path, force: bool = False) -> Path:
-    """Write our model in `model_dir` as an `OpenAIGPTLMHeadModel` directory; returns `out_dir`.
+def to_hf_double_heads_config(cfg: GPT1Config, pad_id: int) -> dict[str, Any]:
+    """The `config.json` of an `OpenAIGPTDoubleHeadsModel` whose `multiple_choice_head` is our
+    multiple-choice head: dropout, then a linear layer n_embd -> 1 with a bias, on the state at
+    `mc_token_ids` (the `<classify>` token), no activation."""
+    return {
+        **to_hf_config(cfg),
+        "architectures": ["OpenAIGPTDoubleHeadsModel"],
+        "summary_type": "cls_index",
+        "summary_use_proj": True,
+        "summary_proj_to_labels": True,
+        "num_labels": 1,
+        "summary_activation": None,
+        "summary_first_dropout": PAPER_CLF_DROPOUT,
+        "pad_token_id": pad_id,
+    }
 
-    The tokenizer (`tokenizer.json`) is copied when `model_dir` has one. An existing `out_dir`
-    holding more than `MODEL_DIR_FILES` is refused, unless `force`.
-    """
-    check_replaceable(out_dir, MODEL_DIR_FILES, force)
-    model = load_model(model_dir)
-    if not isinstance(model, GPT1):
-        raise InputError(f"{model_dir}: a {model.config.model_type} trunk; only gpt1 trunks have "
+
+def _tokenizer_config(n_ctx: int) -> str:
+    return json.dumps({"tokenizer_class": HF_TOKENIZER_CLASS, **HF_SPECIAL_TOKENS,
+                       "model_max_length": n_ctx}, indent=2) + "\n"
+
+
+def _check_exportable(card: TaskCard, model_dir: Path) -> None:
+    """InputError, in one line, where no transformers class computes the card's head."""
+    why = NO_HF_CLASS.get(card.spec.family)
+    if why is not None:
+        raise InputError(f"{model_dir}: task {card.task!r} is a {card.spec.family} model, which no "
+                         f"transformers class computes: {why}; only multiple_choice models export "
+                         "(as OpenAIGPTDoubleHeadsModel)")
+
+
+def _gpt1(trunk: Trunk, model_dir: Path) -> GPT1:
+    if not isinstance(trunk, GPT1):
+        raise InputError(f"{model_dir}: a {trunk.config.model_type} trunk; only gpt1 trunks have "
                          "a HuggingFace openai-gpt counterpart")
+    return trunk
+
+
+def export_hf(model_dir: Path, out_dir: Path, force: bool = False) -> Path:
+    """Write our model in `model_dir` as a transformers directory; returns `out_dir`.
+
+    A pretrained model becomes an `OpenAIGPTLMHeadModel`, with its `tokenizer.json` where it has
+    one. A fine-tuned folder (with `task.json`) of a multiple-choice task becomes an
+    `OpenAIGPTDoubleHeadsModel`, with its tokenizer and `task.json`; another family is refused
+    (`NO_HF_CLASS`). `tokenizer_config.json` makes `AutoTokenizer` load `tokenizer.json` as it is.
+    An existing `out_dir` holding more than the files it writes is refused, unless `force`.
+    """
+    # imported here: the pretrain stage imports this module (import_hf), and fine-tuning's code
+    # is no dependency of it
+    from gpt1.downstream.standalone import CARD, TOKENIZER, load_finetuned, read_card
+
+    check_replaceable(out_dir, (*MODEL_DIR_FILES, TOKENIZER_CONFIG, CARD), force)
+    if (model_dir / CARD).is_file():
+        _check_exportable(read_card(model_dir), model_dir)
+        finetuned = load_finetuned(model_dir)
+        trunk = _gpt1(finetuned.model.trunk, model_dir)
+        config = to_hf_double_heads_config(trunk.config, finetuned.tokenizer.pad_id)
+        weights = {**to_hf_state_dict(trunk),
+                   **{MC_HEAD + k: v.detach().cpu().contiguous()
+                      for k, v in finetuned.model.head.state_dict().items()}}
+        copied = (TOKENIZER, CARD)
+    else:
+        trunk = _gpt1(load_model(model_dir), model_dir)
+        config, weights = to_hf_config(trunk.config), to_hf_state_dict(trunk)
+        copied = (TOKENIZER,) if (model_dir / TOKENIZER).is_file() else ()
     with atomic_dir(out_dir) as tmp:
-        (tmp / "config.json").write_text(json.dumps(to_hf_config(model.config), indent=2) + "\n")
-        save_safetensors(to_hf_state_dict(model), tmp / "model.safetensors")
-        if (model_dir / "tokenizer.json").is_file():
-            shutil.copyfile(model_dir / "tokenizer.json", tmp / "tokenizer.json")
+        (tmp / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+        save_safetensors(weights, tmp / "model.safetensors")
+        for name in copied:
+            shutil.copyfile(model_dir / name, tmp / name)
+        if TOKENIZER in copied:
+            (tmp / TOKENIZER_CONFIG).write_text(_tokenizer_config(trunk.config.n_ctx))
     return out_dir
 
 

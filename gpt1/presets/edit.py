@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import re
 from collections.abc import Callable
 from importlib import resources
@@ -133,6 +134,36 @@ def set_keys(params_path: Path, values: dict[str, object]) -> None:
             if not new:
                 _known(_mapping(node, where, dotted), leaf, where)
             node[leaf] = _inline(value)
+
+    _edit(params_path, change)
+
+
+def _task_layout(entry: dict) -> CommentedMap:
+    """A registry entry as params.yaml writes its tasks: a block of keys whose values are
+    inline, but for the `table` section, itself such a block."""
+    return CommentedMap({key: _task_layout(value) if key == "table" else _inline(value)
+                         for key, value in entry.items()})
+
+
+def task_yaml(name: str, entry: dict) -> str:
+    """Registry entry `name` as YAML, laid out as `set_task` writes it."""
+    out = io.StringIO()
+    _yaml().dump(CommentedMap({name: _task_layout(entry)}), out)
+    return out.getvalue()
+
+
+def set_task(params_path: Path, name: str, entry: dict, request: bool = True) -> None:
+    """Write registry task `name` as `entry` (in place of one of that name) into `params_path`,
+    and, with `request`, add it to the `finetune.tasks` list (under `all` it runs already);
+    validated before anything is written, comments kept."""
+
+    def change(data: dict) -> None:
+        tasks = _mapping(data.get("tasks"), "tasks.", f"tasks.{name}")
+        tasks[name] = _task_layout(entry)
+        finetune = _mapping(data.get("finetune"), "finetune.", "finetune.tasks")
+        requested = finetune.get("tasks")
+        if request and isinstance(requested, list) and name not in requested:
+            requested.append(name)
 
     _edit(params_path, change)
 

@@ -1,0 +1,70 @@
+"""Flow `predict`: score a table with a task's fine-tuned model, as `gpt1 predict` does, after
+bringing `finetune@<task>` (and what it needs) up to date."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from prefect import flow, task
+from prefect.artifacts import create_table_artifact
+
+from flows.pipeline import run_upstream
+from gpt1.config import load_params
+from gpt1.errors import is_input_error
+from tasks.paths import FINETUNE_DIR
+
+SCORED = Path("scored")  # where a flow run writes by default: scored/<task>/<input stem>.parquet
+PREVIEW_ROWS = 20  # rows of the predictions shown in the UI
+
+
+def _retry_unless_bad_input(task, task_run, state) -> bool:  # Prefect's retry_condition_fn
+    try:
+        state.result()
+    except Exception as err:
+        return not is_input_error(err)
+    return False
+
+
+@task(task_run_name="predict-{name}", retry_condition_fn=_retry_unless_bad_input)
+def score(name: str, model: Path, source: Path, out: Path) -> int:
+    """`gpt1 predict` in this process; bad input (a column, a row) fails without a retry."""
+    from gpt1.downstream.predict import predict_file
+
+    return predict_file(model, source, out)
+
+
+def _preview(out: Path, rows: int) -> None:
+    """The first rows of the predictions, as an artifact the UI shows."""
+    from gpt1.downstream.tables import iter_batches
+
+    first = next(iter_batches(out, batch_rows=PREVIEW_ROWS), None)
+    table = [] if first is None else first.table.to_pylist()
+    create_table_artifact(table=table, key="gpt1-predictions",
+                          description=f"the first {len(table)} of {rows:,} rows of {out}")
+
+
+@flow(name="predict", log_prints=True)
+def predict(task: str, input: str, out: str | None = None, repo_root: str = ".") -> str:
+    """Score `input` (a CSV, TSV, JSON Lines or Parquet file; relative paths from the
+    checkout) with the fine-tuned model of `task`, into `out` (default
+    `scored/<task>/<input's name>.parquet`); first `finetune@<task>` is brought up to date as
+    `dvc repro` would. Returns the path written."""
+    root = Path(repo_root).resolve()
+    flows = load_params(root / "params.yaml").flows
+    run_upstream(root, f"finetune@{task}")
+    source = Path(input) if Path(input).is_absolute() else root / input
+    dest = root / (out or SCORED / task / f"{source.stem}.parquet")
+    rows = score.with_options(retries=flows.retries, retry_delay_seconds=flows.retry_delay_seconds)(
+        task, root / FINETUNE_DIR / task, source, dest)
+    _preview(dest, rows)
+    return str(dest)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(prog="python -m flows.predict")
+    parser.add_argument("task")
+    parser.add_argument("input")
+    parser.add_argument("--out")
+    args = parser.parse_args()
+    predict(args.task, args.input, args.out)

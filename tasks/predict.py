@@ -1,0 +1,45 @@
+"""Stage `predict@<task>`: the fine-tuned model of a task scores the file its registry entry
+declares as `files.predict` (under ingest.root), every row with its prediction, into
+`predictions/<task>.parquet`; a new batch of data is scored reproducibly."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+
+from gpt1.config import Params
+from gpt1.errors import InputError
+from gpt1.records import not_run_reason, write_not_run_table
+from tasks.paths import FINETUNE_DIR, PREDICTIONS
+from tasks.stage import main
+
+log = logging.getLogger("tasks.predict")  # run as __main__: named by its module path
+
+
+def run(params: Params, task: str) -> None:
+    if task not in params.tasks:
+        raise InputError(f"task {task!r} is not in the task registry (tasks: "
+                         f"{sorted(params.tasks)})")
+    out = PREDICTIONS / f"{task}.parquet"
+    source = params.tasks[task].files.get("predict")
+    reason = ("no files.predict in its registry entry" if source is None
+              else not_run_reason(FINETUNE_DIR / task, "finetune@" + task))
+    if reason is not None:
+        write_not_run_table(out, reason)
+        log.info("%s not predicted: %s", task, reason)
+        return
+    # imported only here: a task with nothing to predict answers without torch's import
+    from gpt1.downstream.predict import predict_file
+
+    train = params.finetune.train
+    predict_file(FINETUNE_DIR / task, Path(params.ingest.root) / str(source), out,
+                 batch_size=train.batch_size, device=train.device, precision=train.precision)
+
+
+def _task_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--task", required=True, help="a task of the registry (params tasks)")
+
+
+if __name__ == "__main__":
+    main("predict", run, extra=_task_arg)
