@@ -35,6 +35,7 @@ def test_dvc_repro_end_to_end(reproduced: Reproduced) -> None:
     params = load_params(tiny_repo / "params.yaml")
     assert ran_stages(reproduced.stdout) == ["ingest", "clean", "bpe", "tokenize", "pretrain",
                                         "pretrain_lstm", *[f"finetune@{t}" for t in params.tasks],
+                                        *[f"predict@{t}" for t in params.tasks],
                                         "lm_eval", *analysis_stages(params), "report"]
     outputs = declared_outputs(tiny_repo)
     assert len(outputs) >= 10

@@ -104,7 +104,8 @@ def pipeline_stages(params: Params) -> list[str]:
     """Every stage dvc.yaml declares for `params`, by address, in the order they run."""
     analysis = params.analysis
     return ["ingest", "clean", "bpe", "tokenize", "pretrain", "pretrain_lstm",
-            *(f"finetune@{task}" for task in params.tasks), "lm_eval",
+            *(f"finetune@{task}" for task in params.tasks),
+            *(f"predict@{task}" for task in params.tasks), "lm_eval",
             *(f"ablation@{variant}-{task}" for variant in analysis.ablation.variants
               for task in analysis.ablation.tasks),
             *(f"transfer@{task}" for task in analysis.transfer.tasks),
