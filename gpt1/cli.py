@@ -123,9 +123,12 @@ def export_hf(
     force: Annotated[bool, typer.Option(help=FORCE_HELP)] = False,
 ) -> None:
     """Write a model as a HuggingFace directory that from_pretrained loads: a pretrained model as
-    OpenAIGPTLMHeadModel, a fine-tuned multiple-choice model as OpenAIGPTDoubleHeadsModel (no
-    transformers class computes the other families' heads), with a tokenizer AutoTokenizer
-    loads."""
+    OpenAIGPTLMHeadModel; a fine-tuned classification or entailment model as
+    OpenAIGPTForSequenceClassification (its head's bias folded into the bias-free score, checked
+    to 1e-4 on probe sequences, refused where it does not fold), whose tokenizer adds <start> and
+    <classify> so that pipeline("text-classification") reads cleaned text; a multiple-choice
+    model as OpenAIGPTDoubleHeadsModel. A similarity model is refused: no transformers class
+    computes its head. The tokenizer loads with AutoTokenizer."""
     from gpt1.interop import hf
 
     with _input_errors():

@@ -1,7 +1,9 @@
 """Convert between our model directories and HuggingFace `openai-gpt` checkpoints.
 
-A pretrained model is exported as an `OpenAIGPTLMHeadModel`, a fine-tuned multiple-choice model
-(`gpt1.downstream.standalone`) as an `OpenAIGPTDoubleHeadsModel`; the other families' heads have
+A pretrained model is exported as an `OpenAIGPTLMHeadModel`; a fine-tuned model
+(`gpt1.downstream.standalone`) of classification or entailment as an
+`OpenAIGPTForSequenceClassification`, its head's bias folded into the bias-free `score`
+(`fold_head_bias`), of multiple choice as an `OpenAIGPTDoubleHeadsModel`; a similarity head has
 no transformers class (`NO_HF_CLASS`).
 
 The parameter names are already HF's. What differs: HF's LM and double-heads models put the trunk
@@ -15,6 +17,7 @@ Nothing here imports transformers; loading executes no code (JSON, safetensors, 
 from __future__ import annotations
 
 import json
+import math
 import pickle
 import re
 import shutil
@@ -22,17 +25,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
+from tokenizers import Tokenizer, processors
 
 from gpt1.atomic import atomic_dir, check_replaceable
 from gpt1.config import Family
-from gpt1.corpus.bpe import CLASSIFY, DELIM, PAD, START, UNK
+from gpt1.corpus.bpe import CLASSIFY, DELIM, PAD, START, UNK, GPT1Tokenizer
 from gpt1.errors import InputError, MissingInputError
 from gpt1.model.registry import load_model, load_safetensors, save_model, save_safetensors
 from gpt1.model.transformer import GPT1, GPT1Config
 from gpt1.model.trunk import Trunk
 
 if TYPE_CHECKING:
-    from gpt1.downstream.standalone import TaskCard
+    from gpt1.downstream.standalone import Finetuned, TaskCard
 
 PREFIX = "transformer."
 LM_HEAD = "lm_head.weight"
@@ -62,16 +66,22 @@ HF_SPECIAL_TOKENS = {"unk_token": UNK, "bos_token": START, "sep_token": DELIM,
 # clf_dropout, so the paper's (transformers' default too); it changes nothing in eval mode.
 PAPER_CLF_DROPOUT = 0.1
 MC_HEAD = "multiple_choice_head.summary."
-# why the fine-tuned heads of the other families have no class in transformers' modeling_openai
-_LABELS_HEAD = ("its head is a linear layer with a bias, from the <classify> state to one logit "
-                "per label: OpenAIGPTForSequenceClassification's score has no bias, and "
-                "OpenAIGPTDoubleHeadsModel sets num_labels to 1 (one output)")
+# why a fine-tuned family's head has no class in transformers' modeling_openai
 NO_HF_CLASS: dict[Family, str] = {
-    "classification": _LABELS_HEAD,
-    "entailment": _LABELS_HEAD,
     "similarity": "its head adds the <classify> states of both orders of the pair before its "
                   "linear layer",
 }
+# exported as OpenAIGPTForSequenceClassification: one logit per label from the <classify> state
+SEQUENCE_CLASSIFICATION: tuple[Family, ...] = ("classification", "entailment")
+SCORE = "score.weight"
+# the folded score's logits may differ from our head's by this much on the probes, no more
+FOLD_TOLERANCE = 1e-4
+# the probes of the fold: seeded random sequences `<start> ... <classify>`, one forward pass
+PROBES, PROBE_MAX_LEN, PROBE_SEED = 64, 32, 0
+# the exported tokenizer's post-processor (add_special_tokens=True, transformers' default): a
+# text as classification lays it out, a text pair as entailment does
+SINGLE_TEMPLATE = f"{START} $A {CLASSIFY}"
+PAIR_TEMPLATE = f"{START} $A {DELIM} $B {CLASSIFY}"
 
 
 def to_hf_config(cfg: GPT1Config) -> dict[str, Any]:
@@ -224,6 +234,105 @@ def to_hf_double_heads_config(cfg: GPT1Config, pad_id: int) -> dict[str, Any]:
     }
 
 
+def to_hf_sequence_classification_config(cfg: GPT1Config, labels: list[str],
+                                         pad_id: int) -> dict[str, Any]:
+    """The `config.json` of an `OpenAIGPTForSequenceClassification` of our labels: its `score`
+    reads the state of each row's last token that is not `pad_id`, our `<classify>`."""
+    return {
+        **to_hf_config(cfg),
+        "architectures": ["OpenAIGPTForSequenceClassification"],
+        "num_labels": len(labels),
+        "id2label": {str(i): label for i, label in enumerate(labels)},
+        "label2id": {label: i for i, label in enumerate(labels)},
+        "problem_type": "single_label_classification",
+        "pad_token_id": pad_id,
+    }
+
+
+def fold_head_bias(weight: torch.Tensor, bias: torch.Tensor, gamma: torch.Tensor,
+                   beta: torch.Tensor) -> tuple[torch.Tensor, float]:
+    """A bias-free weight W' for the head x -> W x + b on the outputs of a LayerNorm of gain
+    `gamma` and bias `beta`, in float64, and c = sum(beta / gamma).
+
+    The LayerNorm's output is h = gamma * n + beta with sum(n) = 0, so sum(h / gamma) = c for
+    every input; with u = (1 / gamma) / c, u.h = 1, and W' = W + b u^T gives W'h = W h + b.
+    Exact in exact arithmetic; in floating point the error grows as c nears 0 (and is infinite
+    where c or a gain is 0).
+    """
+    inv = 1.0 / gamma.double()
+    c = float((beta.double() * inv).sum())
+    return weight.double() + bias.double()[:, None] * (inv / c)[None, :], c
+
+
+def _probes(tok: GPT1Tokenizer, vocab_size: int, n_ctx: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """`PROBES` seeded sequences `<start> ... <classify>` of random ids (no `<pad>`), of lengths
+    2 to `PROBE_MAX_LEN`, right-padded: ids (PROBES, T) and lengths."""
+    gen = torch.Generator().manual_seed(PROBE_SEED)
+    longest = min(n_ctx, PROBE_MAX_LEN)
+    lengths = torch.randint(min(2, longest), longest + 1, (PROBES,), generator=gen)
+    lengths[0] = longest
+    ids = torch.randint(0, vocab_size, (PROBES, longest), generator=gen)
+    ids[ids == tok.pad_id] = tok.unk_id
+    rows = torch.arange(PROBES)
+    ids[:, 0] = tok.start_id
+    ids[rows, lengths - 1] = tok.classify_id
+    ids[torch.arange(longest)[None, :] >= lengths[:, None]] = tok.pad_id
+    return ids, lengths
+
+
+def _fold_error(finetuned: Finetuned, score: torch.Tensor) -> float:
+    """The largest |difference| between our head's logits and `score`'s (no bias) on the
+    trunk's `<classify>` states of the probes: one forward pass, fp32, eval mode."""
+    model = finetuned.model.eval()
+    ids, lengths = _probes(finetuned.tokenizer, model.trunk.config.vocab_size,
+                           model.trunk.config.n_ctx)
+    with torch.no_grad():
+        ours, hidden = model(ids, lengths, 1)
+        folded = hidden[torch.arange(len(ids)), lengths - 1] @ score.T
+    return float((ours - folded).abs().max())
+
+
+def _sequence_classification_score(finetuned: Finetuned, trunk: GPT1,
+                                   model_dir: Path) -> torch.Tensor:
+    """`score.weight` (float32) computing our head, bias folded in (`fold_head_bias`), checked on
+    the probes to `FOLD_TOLERANCE`; InputError, in one line, where it does not fold."""
+    card, head = finetuned.card, finetuned.model.head
+
+    def refused(why: str) -> InputError:
+        return InputError(f"{model_dir}: task {card.task!r} is a {card.spec.family} model whose "
+                          "head's bias does not fold into OpenAIGPTForSequenceClassification's "
+                          f"bias-free score: {why}")
+
+    if not len(trunk.h):
+        raise refused("the trunk has no blocks, so its last states are no LayerNorm's output")
+    norm = trunk.h[-1].ln_2
+    gamma, beta = norm.weight.detach().cpu(), norm.bias.detach().cpu()
+    zeros = int((gamma == 0).sum())
+    if zeros:
+        raise refused(f"{zeros} of the {gamma.numel()} gains of the last LayerNorm are 0")
+    folded, c = fold_head_bias(head.weight.detach().cpu(), head.bias.detach().cpu(), gamma, beta)
+    score = folded.float().contiguous()
+    if c == 0 or not math.isfinite(c) or not bool(torch.isfinite(score).all()):
+        raise refused(f"the last LayerNorm's sum(beta/gamma) is {c:.3g}, which the fold divides "
+                      "by (no difference measurable)")
+    diff = _fold_error(finetuned, score)
+    if not diff <= FOLD_TOLERANCE:  # NaN included
+        raise refused(f"the folded head's logits differ from ours by up to {diff:.2e} (over "
+                      f"{FOLD_TOLERANCE:.0e}) on {PROBES} probe sequences: the last LayerNorm's "
+                      f"sum(beta/gamma), {c:.3g}, is too close to 0")
+    return score
+
+
+def _templated_tokenizer(source: Path, dest: Path) -> None:
+    """Our tokenizer, with a post-processor that lays a text out as classification does and a
+    pair as entailment does when transformers adds special tokens (its default)."""
+    backend = Tokenizer.from_file(str(source))
+    backend.post_processor = processors.TemplateProcessing(
+        single=SINGLE_TEMPLATE, pair=PAIR_TEMPLATE,
+        special_tokens=[(tok, backend.token_to_id(tok)) for tok in (START, DELIM, CLASSIFY)])
+    backend.save(str(dest))
+
+
 def _tokenizer_config(n_ctx: int) -> str:
     return json.dumps({"tokenizer_class": HF_TOKENIZER_CLASS, **HF_SPECIAL_TOKENS,
                        "model_max_length": n_ctx}, indent=2) + "\n"
@@ -234,8 +343,9 @@ def _check_exportable(card: TaskCard, model_dir: Path) -> None:
     why = NO_HF_CLASS.get(card.spec.family)
     if why is not None:
         raise InputError(f"{model_dir}: task {card.task!r} is a {card.spec.family} model, which no "
-                         f"transformers class computes: {why}; only multiple_choice models export "
-                         "(as OpenAIGPTDoubleHeadsModel)")
+                         f"transformers class computes: {why}; classification and entailment "
+                         "models export (as OpenAIGPTForSequenceClassification), multiple_choice "
+                         "ones too (as OpenAIGPTDoubleHeadsModel)")
 
 
 def _gpt1(trunk: Trunk, model_dir: Path) -> GPT1:
@@ -249,24 +359,37 @@ def export_hf(model_dir: Path, out_dir: Path, force: bool = False) -> Path:
     """Write our model in `model_dir` as a transformers directory; returns `out_dir`.
 
     A pretrained model becomes an `OpenAIGPTLMHeadModel`, with its `tokenizer.json` where it has
-    one. A fine-tuned folder (with `task.json`) of a multiple-choice task becomes an
-    `OpenAIGPTDoubleHeadsModel`, with its tokenizer and `task.json`; another family is refused
-    (`NO_HF_CLASS`). `tokenizer_config.json` makes `AutoTokenizer` load `tokenizer.json` as it is.
-    An existing `out_dir` holding more than the files it writes is refused, unless `force`.
+    one. A fine-tuned folder (with `task.json`) becomes, with its tokenizer and `task.json`: of
+    classification or entailment, an `OpenAIGPTForSequenceClassification` whose `score` is our
+    head with its bias folded in (`fold_head_bias`, checked on probe sequences; refused where it
+    does not fold to `FOLD_TOLERANCE`), its tokenizer given the family's layout as its
+    post-processor; of multiple choice, an `OpenAIGPTDoubleHeadsModel`; similarity is refused
+    (`NO_HF_CLASS`). `tokenizer_config.json` makes `AutoTokenizer` load `tokenizer.json` as it
+    is. An existing `out_dir` holding more than the files it writes is refused, unless `force`.
     """
     # imported here: the pretrain stage imports this module (import_hf), and fine-tuning's code
     # is no dependency of it
     from gpt1.downstream.standalone import CARD, TOKENIZER, load_finetuned, read_card
 
     check_replaceable(out_dir, (*MODEL_DIR_FILES, TOKENIZER_CONFIG, CARD), force)
+    templated = False
     if (model_dir / CARD).is_file():
-        _check_exportable(read_card(model_dir), model_dir)
+        card = read_card(model_dir)
+        _check_exportable(card, model_dir)
         finetuned = load_finetuned(model_dir)
         trunk = _gpt1(finetuned.model.trunk, model_dir)
-        config = to_hf_double_heads_config(trunk.config, finetuned.tokenizer.pad_id)
-        weights = {**to_hf_state_dict(trunk),
-                   **{MC_HEAD + k: v.detach().cpu().contiguous()
-                      for k, v in finetuned.model.head.state_dict().items()}}
+        pad_id = finetuned.tokenizer.pad_id
+        if card.spec.family in SEQUENCE_CLASSIFICATION:
+            assert card.spec.labels is not None  # these families are never regressions
+            config = to_hf_sequence_classification_config(trunk.config, card.spec.labels, pad_id)
+            weights = {**to_hf_state_dict(trunk),
+                       SCORE: _sequence_classification_score(finetuned, trunk, model_dir)}
+            templated = True
+        else:
+            config = to_hf_double_heads_config(trunk.config, pad_id)
+            weights = {**to_hf_state_dict(trunk),
+                       **{MC_HEAD + k: v.detach().cpu().contiguous()
+                          for k, v in finetuned.model.head.state_dict().items()}}
         copied = (TOKENIZER, CARD)
     else:
         trunk = _gpt1(load_model(model_dir), model_dir)
@@ -276,7 +399,10 @@ def export_hf(model_dir: Path, out_dir: Path, force: bool = False) -> Path:
         (tmp / "config.json").write_text(json.dumps(config, indent=2) + "\n")
         save_safetensors(weights, tmp / "model.safetensors")
         for name in copied:
-            shutil.copyfile(model_dir / name, tmp / name)
+            if name == TOKENIZER and templated:
+                _templated_tokenizer(model_dir / name, tmp / name)
+            else:
+                shutil.copyfile(model_dir / name, tmp / name)
         if TOKENIZER in copied:
             (tmp / TOKENIZER_CONFIG).write_text(_tokenizer_config(trunk.config.n_ctx))
     return out_dir
