@@ -5,6 +5,7 @@ group, and docs/benchmarks.md is what `python -m bench.pages` writes today."""
 from __future__ import annotations
 
 import copy
+import csv
 import importlib.machinery
 import importlib.util
 import itertools
@@ -12,11 +13,13 @@ import json
 import re
 import shlex
 import shutil
+import sys
 import tempfile
 from functools import cache
 from pathlib import Path
 
 import click
+import pyarrow.parquet as pq
 import pytest
 import typer.main
 
@@ -24,6 +27,8 @@ from bench import pages
 from gpt1.cli import app
 from gpt1.config import ParamsError, read_yaml
 from gpt1.presets.edit import available, load_preset, parse_assignments, set_keys
+from tests.conftest import copy_repo, only_sst2, run
+from tests.own_tables import write_example
 
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
@@ -419,3 +424,54 @@ X=$(python -m flows.team db url --dir d) torchrun --nnodes=2 -m tasks.pretrain
     assert check_commands("good.md", good) == []
     assert check_params_keys("good.md", good) == []
     assert check_links(REPO / "docs" / "good.md", good) == []
+
+
+# --- docs/your-data.md, run --------------------------------------------------------------------
+
+YOUR_DATA = REPO / "docs" / "your-data.md"
+RUN_BLOCK = re.compile(r"^```(bash|python)\n(.*?)^```", re.M | re.S)
+
+
+@pytest.mark.e2e
+def test_your_data_walkthrough_runs_as_written(tmp_path: Path) -> None:
+    """Every bash and python block of docs/your-data.md, in order, in a fresh copy of the
+    repository (the tiny preset, the analyses cut to SST-2) on the files the page describes,
+    written here as tools write them: two tasks declared with one command each, fine-tuned,
+    their new file scored by the stage and by `gpt1 predict`, listed in the report beside their
+    majority class, and the classifier exported and used through transformers' pipeline."""
+    repo = copy_repo(tmp_path / "repo")
+    run([sys.executable, "-m", "gpt1.cli", "preset", "tiny"], repo)
+    only_sst2(repo)
+    write_example(repo / "mydata")
+    blocks = RUN_BLOCK.findall(YOUR_DATA.read_text(encoding="utf-8"))
+    assert [kind for kind, _ in blocks] == ["bash"] * 5 + ["python"]
+    printed = ""
+    for kind, body in blocks:
+        cmd = (["bash", "-euo", "pipefail", "-c", body] if kind == "bash"
+               else [sys.executable, "-c", body])
+        printed = run(cmd, repo, timeout=1200).stdout
+
+    params = read_yaml((repo / "params.yaml").read_text(encoding="utf-8"))
+    assert params["finetune"]["tasks"] == ["sst2", "reviews", "pairs"]
+    assert params["tasks"]["pairs"]["table"]["split_values"] == {
+        "train": "TRAIN", "dev": "TRIAL", "test": "TEST"}
+    for task, dev_rows in (("reviews", 80), ("pairs", 90)):
+        metrics = json.loads((repo / "metrics" / "finetune" / f"{task}.json").read_text())
+        assert metrics["run"] and metrics["eval_examples"] == {"dev": dev_rows}
+        assert {"accuracy", "majority_accuracy"} <= metrics.keys()
+    staged = pq.read_table(repo / "predictions" / "reviews.parquet")
+    assert staged.column_names[:2] == ["id", "review"]
+    assert staged.column("id").to_pylist() == [str(i) for i in range(30)]
+    assert set(staged.column("prediction").to_pylist()) <= {"negative", "positive"}
+    with (repo / "scored" / "reviews.csv").open(encoding="utf-8", newline="") as fh:
+        by_hand = list(csv.DictReader(fh))
+    assert [row["prediction"] for row in by_hand] == staged.column("prediction").to_pylist()
+    assert pq.read_table(repo / "predictions" / "pairs.parquet").schema.metadata[
+        b"gpt1.not_run"] == b"no files.predict in its registry entry"
+    summary = (repo / "reports" / "summary.md").read_text(encoding="utf-8")
+    for title in ("reviews", "pairs"):  # task, metric, median, range, seeds, majority, paper
+        row = next(line for line in summary.splitlines() if line.startswith(f"| {title} |"))
+        cells = [cell.strip() for cell in row.strip().strip("|").split("|")]
+        assert cells[1] == "accuracy" and float(cells[5]) > 0 and cells[6] == "", row
+    label = json.loads(printed.replace("'", '"'))[0]["label"]
+    assert label in ("negative", "positive")
