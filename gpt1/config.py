@@ -627,6 +627,13 @@ class Params(Section):
                                  "stage reports accuracy or mcc")
         return self
 
+    def task(self, name: str) -> TaskParams:
+        """Registry task `name`; bad input, naming the registry's tasks, where there is none."""
+        if name not in self.tasks:
+            raise ParamsError(f"task {name!r} is not in the task registry (tasks: "
+                              f"{sorted(self.tasks)})")
+        return self.tasks[name]
+
     def requested_tasks(self) -> list[str]:
         """The tasks to fine-tune: `finetune.tasks`, or every registry task for `all`."""
         return list(self.tasks) if self.finetune.tasks == "all" else list(self.finetune.tasks)

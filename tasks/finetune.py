@@ -7,7 +7,6 @@ import argparse
 import logging
 
 from gpt1.config import Params
-from gpt1.errors import InputError
 from gpt1.records import read_record, record_not_run, write_record
 from tasks.paths import FINETUNE_DIR, FINETUNE_METRICS, PRETRAIN_DIR, RAW_TASKS
 from tasks.stage import main
@@ -16,9 +15,7 @@ log = logging.getLogger("tasks.finetune")  # run as __main__: named by its modul
 
 
 def run(params: Params, task: str) -> None:
-    if task not in params.tasks:
-        raise InputError(f"task {task!r} is not in the task registry (tasks: "
-                         f"{sorted(params.tasks)})")
+    params.task(task)  # bad input where it is not one
     out = FINETUNE_METRICS / f"{task}.json"
     status = read_record(RAW_TASKS / task / "status.json", "ingest")
     if not status["run"]:

@@ -9,7 +9,6 @@ import logging
 from pathlib import Path
 
 from gpt1.config import Params
-from gpt1.errors import InputError
 from gpt1.records import not_run_reason, write_not_run_table
 from tasks.paths import FINETUNE_DIR, PREDICTIONS
 from tasks.stage import main
@@ -18,11 +17,8 @@ log = logging.getLogger("tasks.predict")  # run as __main__: named by its module
 
 
 def run(params: Params, task: str) -> None:
-    if task not in params.tasks:
-        raise InputError(f"task {task!r} is not in the task registry (tasks: "
-                         f"{sorted(params.tasks)})")
     out = PREDICTIONS / f"{task}.parquet"
-    source = params.tasks[task].files.get("predict")
+    source = params.task(task).files.get("predict")
     reason = ("no files.predict in its registry entry" if source is None
               else not_run_reason(FINETUNE_DIR / task, "finetune@" + task))
     if reason is not None:

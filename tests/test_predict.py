@@ -210,3 +210,13 @@ def test_not_run_table_says_why(tmp_path: Path) -> None:
     table = pq.read_table(path)
     assert table.num_rows == 0
     assert table.schema.metadata[b"gpt1.not_run"] == b"no files.predict in its registry entry"
+
+
+def test_the_stage_names_the_registry_for_an_unknown_task() -> None:
+    from gpt1.config import ParamsError, load_params
+    from tasks import predict as stage
+
+    params = load_params(Path(__file__).resolve().parents[1] / "params.yaml")
+    with pytest.raises(ParamsError, match=r"task 'nope' is not in the task registry \(tasks: "
+                                          r"\['cola', 'mnli',"):
+        stage.run(params, "nope")
