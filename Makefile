@@ -31,6 +31,6 @@ test: install-dev
 
 # Every benchmark, one after another (they measure the machine: run nothing else meanwhile);
 # tables print and land in bench/results/<name>.json. The full sizes need ../shared/data.
-BENCHES := train_step preprocess memory finetune finetune_transformers generate tokenizer loader corpus
+BENCHES := train_step preprocess memory finetune finetune_transformers generate tokenizer loader corpus predict
 bench: install-dev
 	for b in $(BENCHES); do $(BIN)/python -m bench.$$b || exit 1; done
