@@ -393,3 +393,13 @@ def test_a_table_task_loads(raw: dict) -> None:
     assert task.table.column("text") == "review" and task.table.column("label") == "label"
     assert task.eval_splits == ["dev"]
     assert task.data_splits == ["train", "dev", "test"]  # predict: not ingested
+
+
+def test_the_analyses_accept_a_table_task_as_any_registry_task(raw: dict) -> None:
+    raw["tasks"]["mine"] = {**TABLE_TASK, "table": {"columns": {"text": "review"}}}
+    raw["analysis"]["ablation"]["tasks"] = {"mine": [100]}
+    raw["analysis"]["transfer"]["tasks"] = {"mine": 100}
+    raw["analysis"]["zero_shot"]["tasks"] = {"mine": "sentiment"}
+    analysis = parse_params(raw).analysis
+    assert analysis.ablation.tasks == {"mine": [100]} and analysis.transfer.tasks == {"mine": 100}
+    assert analysis.zero_shot.tasks == {"mine": "sentiment"}

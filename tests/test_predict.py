@@ -6,6 +6,7 @@ stage `predict@<task>` when there is nothing to predict; bad input as one line."
 from __future__ import annotations
 
 import csv
+import io
 import json
 from pathlib import Path
 
@@ -220,3 +221,58 @@ def test_the_stage_names_the_registry_for_an_unknown_task() -> None:
     with pytest.raises(ParamsError, match=r"task 'nope' is not in the task registry \(tasks: "
                                           r"\['cola', 'mnli',"):
         stage.run(params, "nope")
+
+
+# each family's entry (reader: table, a files.predict) and the file to score
+STAGE_CASES = {
+    "classification": ({"labels": ["neg", "pos"], "metrics": ["accuracy"],
+                        "table": {"columns": {"text": "review"}}},
+                       "review\nthe cast is great\n\"dull,\nfar too long\"\n"),
+    "entailment": ({"labels": ["entails", "neutral", "contradicts"], "metrics": ["accuracy"],
+                    "table": {"columns": {"premise": "a", "hypothesis": "b"}}},
+                   "a,b\nshe left the house,she left\nthe story ends well,it rains\n"),
+    "similarity": ({"labels": None, "metrics": ["pearson"],
+                    "table": {"columns": {"text_a": "a", "text_b": "b"}, "scores": [0, 5]}},
+                   "a,b\nshe left the house,she left\nthe story ends well,it rains\n"),
+    "multiple_choice": ({"labels": None, "metrics": ["accuracy"],
+                         "table": {"columns": {"context": "story", "choices": ["e1", "e2"]}}},
+                        "story,e1,e2\nshe left the house,she came back,it rained\n"
+                        "the cast is great,i loved it,dull\n"),
+}
+
+
+@pytest.mark.parametrize("family", sorted(STAGE_CASES))
+def test_the_stage_scores_files_predict_for_every_family(
+        tmp_path: Path, tokenizer_file: Path, monkeypatch: pytest.MonkeyPatch,
+        family: str) -> None:
+    from gpt1.config import parse_params, read_yaml
+    from tasks import predict as stage
+
+    entry, text = STAGE_CASES[family]
+    entry = {"title": "Mine", "family": family, "reader": "table", **entry,
+             "files": {"train": "mine/train.csv", "dev": "mine/dev.csv",
+                       "predict": "mine/new.csv"}}
+    raw = read_yaml((Path(__file__).resolve().parents[1] / "params.yaml").read_text())
+    raw["ingest"]["root"] = str(tmp_path / "root")
+    raw["tasks"], raw["finetune"]["tasks"] = {"mine": entry}, ["mine"]
+    for analysis in ("ablation", "transfer", "zero_shot"):
+        raw["analysis"][analysis]["tasks"] = {}
+    params = parse_params(raw)
+    (tmp_path / "root" / "mine").mkdir(parents=True)
+    write_csv(tmp_path / "root" / "mine" / "new.csv", text)
+    make_model(tmp_path / "artifacts" / "finetune" / "mine", params.tasks["mine"],
+               tokenizer_file, 6)
+    monkeypatch.chdir(tmp_path)
+    stage.run(params, "mine")
+    rows = pq.read_table(tmp_path / "predictions" / "mine.parquet").to_pylist()
+    source = list(csv.DictReader(io.StringIO(text)))
+    assert [{k: row[k] for k in source[0]} for row in rows] == source
+    predicted = [row["prediction"] for row in rows]
+    if family == "similarity":
+        assert all(isinstance(p, float) for p in predicted)
+    elif family == "multiple_choice":
+        assert all(row["prediction_text"] == row[f"e{row['prediction'] + 1}"] for row in rows)
+    else:
+        assert set(predicted) <= set(entry["labels"])
+        assert all(sum(row[f"probability_{label}"] for label in entry["labels"])
+                   == pytest.approx(1.0) for row in rows)
