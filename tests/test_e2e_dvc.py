@@ -95,7 +95,7 @@ def test_dvc_repro_end_to_end(reproduced: Reproduced) -> None:
     edit_params(tiny_repo, **{"tasks.sst2.overrides": {"epochs": 2}})
     third = dvc("repro", cwd=tiny_repo)
     variants = params.analysis.ablation.variants
-    assert ran_stages(third.stdout) == ["ingest", "finetune@sst2",
+    assert ran_stages(third.stdout) == ["ingest", "finetune@sst2", "predict@sst2",
                                         *(f"ablation@{v}-sst2" for v in variants),
                                         "zero_shot@sst2", "report"]
     assert [len(run["epochs"]) for run in metrics_of(tiny_repo, "sst2")["runs"]] == [2]
