@@ -1,4 +1,5 @@
-"""Where each stage writes (the contracts of DESIGN.md); dvc.yaml declares the same paths."""
+"""Where each stage writes (docs/pipeline.md, "Stages and outputs"); dvc.yaml declares the same
+paths."""
 
 from pathlib import Path
 

@@ -8,7 +8,7 @@ import argparse
 import logging
 from pathlib import Path
 
-from gpt1.config import Params
+from gpt1.config import PREDICT_SPLIT, Params
 from gpt1.records import not_run_reason, write_not_run_table
 from tasks.paths import FINETUNE_DIR, PREDICTIONS
 from tasks.stage import main
@@ -18,7 +18,7 @@ log = logging.getLogger("tasks.predict")  # run as __main__: named by its module
 
 def run(params: Params, task: str) -> None:
     out = PREDICTIONS / f"{task}.parquet"
-    source = params.task(task).files.get("predict")
+    source = params.task(task).files.get(PREDICT_SPLIT)
     reason = ("no files.predict in its registry entry" if source is None
               else not_run_reason(FINETUNE_DIR / task, "finetune@" + task))
     if reason is not None:

@@ -14,6 +14,7 @@ import json
 from collections.abc import Callable
 from itertools import pairwise
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -169,12 +170,21 @@ def our_probabilities(model: TaskModel, rows: list[list[int]], pad_id: int) -> t
         return model(ids, lengths, 1)[0].softmax(-1)
 
 
-def test_pipeline_gives_our_label_and_probability(tmp_path: Path, tokenizer: Path) -> None:
-    ours = finetuned(tmp_path / "ft", tokenizer, "classification")
+def exported_pipeline(tmp_path: Path, tokenizer: Path, family: Family
+                      ) -> tuple[TaskModel, GPT1Tokenizer, list[str], Any]:
+    """Our fine-tuned model of `family`, its tokenizer and labels, and transformers'
+    text-classification pipeline over its export."""
+    ours = finetuned(tmp_path / "ft", tokenizer, family)
     export_hf(tmp_path / "ft", tmp_path / "hf")
-    tok, labels = GPT1Tokenizer.load(tokenizer), spec("classification").labels
+    labels = spec(family).labels
+    assert labels is not None
     classify = pipeline("text-classification", model=str(tmp_path / "hf"),
                         tokenizer=str(tmp_path / "hf"))
+    return ours, GPT1Tokenizer.load(tokenizer), labels, classify
+
+
+def test_pipeline_gives_our_label_and_probability(tmp_path: Path, tokenizer: Path) -> None:
+    ours, tok, labels, classify = exported_pipeline(tmp_path, tokenizer, "classification")
     texts = CLEANED + SHORT
     probs = our_probabilities(ours, [[tok.start_id, *tok.encode(t), tok.classify_id]
                                      for t in texts], tok.pad_id)
@@ -199,11 +209,7 @@ def test_pipeline_gives_our_label_and_probability(tmp_path: Path, tokenizer: Pat
 
 
 def test_pipeline_reads_an_entailment_pair(tmp_path: Path, tokenizer: Path) -> None:
-    ours = finetuned(tmp_path / "ft", tokenizer, "entailment")
-    export_hf(tmp_path / "ft", tmp_path / "hf")
-    tok, labels = GPT1Tokenizer.load(tokenizer), spec("entailment").labels
-    classify = pipeline("text-classification", model=str(tmp_path / "hf"),
-                        tokenizer=str(tmp_path / "hf"))
+    ours, tok, labels, classify = exported_pipeline(tmp_path, tokenizer, "entailment")
     pairs = [(CLEANED[1], CLEANED[2]), (CLEANED[2], CLEANED[1]), *pairwise(SHORT)]
     probs = our_probabilities(ours, [[tok.start_id, *tok.encode(a), tok.delim_id,
                                       *tok.encode(b), tok.classify_id] for a, b in pairs],

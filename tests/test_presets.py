@@ -85,7 +85,7 @@ def test_paper_values_survive_a_round_trip(params_copy: Path) -> None:
     assert (params.model.n_layer, params.model.n_embd, params.model.n_ctx) == (12, 768, 512)
     assert (params.model.n_head, params.model.dropout) == (12, 0.1)
     assert params.bpe.vocab_size == 40478
-    pre = params.pretrain  # DESIGN.md's `paper` preset, every hyper-parameter
+    pre = params.pretrain  # the paper's §4.1 settings, every hyper-parameter
     assert (pre.lr, pre.warmup_steps, pre.schedule) == (2.5e-4, 2000, "cosine")
     assert (pre.batch_size, pre.weight_decay, pre.grad_clip) == (64, 0.01, 1.0)
     ft = params.finetune.train

@@ -52,20 +52,15 @@ BATCH_ROWS = 1024  # rows read, cleaned and encoded at a time: memory is bounded
 
 
 def input_columns(card: TaskCard, header: list[str]) -> dict[str, str | list[str]]:
-    """Which column of a file with columns `header` feeds each of the family's fields: the one
-    the task declared, or else, where the file lacks it, the field's own name (as ingest's
-    tables name it). A field neither names is left to `select_fields` (which says what is
-    missing, or reads an absent question as empty)."""
-    declared = dict(card.spec.table.columns) if card.spec.table is not None else {}
+    """Which column of a file with columns `header` feeds each field the task declared a column
+    for: that column, or, where the file lacks it but has the field's own name (as ingest's
+    tables name it), that one. Other fields are `select_fields`' to find (or to say what is
+    missing)."""
+    declared = card.spec.table.columns if card.spec.table is not None else {}
     chosen: dict[str, str | list[str]] = {}
-    for field in card.fields:
-        named = declared.get(field, field)
+    for field, named in declared.items():
         present = set(named) <= set(header) if isinstance(named, list) else named in header
-        if present or field not in header:
-            if field in declared:
-                chosen[field] = named
-        else:
-            chosen[field] = field
+        chosen[field] = named if present or field not in header else field
     return chosen
 
 
