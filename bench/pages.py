@@ -25,7 +25,8 @@ _SKIPPED_SETTINGS = {"out"}
 
 def render(results: Path = RESULTS) -> str:
     """The page for every `<name>.json` in `results`, in name order."""
-    runs = [json.loads(p.read_text(encoding="utf-8")) for p in sorted(results.glob("*.json"))]
+    runs = {p.stem: json.loads(p.read_text(encoding="utf-8"))
+            for p in sorted(results.glob("*.json"))}
     lines = [
         "# Benchmarks",
         "",
@@ -43,19 +44,20 @@ def render(results: Path = RESULTS) -> str:
         "| benchmark | command | commit | date | machine |",
         "|---|---|---|---|---|",
     ]
-    for run in runs:
-        name = run["benchmark"]
-        lines.append(f"| [{name}](#{name.lower()}) | `python -m bench.{name}` "
+    for title, run in runs.items():
+        lines.append(f"| [{title}](#{title.lower()}) | `python -m bench.{run['benchmark']}` "
                      f"| {_commit(run)} | {run.get('date') or 'not recorded'} "
                      f"| {_short_machine(run['machine'])} |")
-    for run in runs:
-        lines += ["", *_section(run)]
+    for title, run in runs.items():
+        lines += ["", *_section(title, run)]
     return "\n".join(lines) + "\n"
 
 
-def _section(run: dict[str, Any]) -> list[str]:
+def _section(title: str, run: dict[str, Any]) -> list[str]:
+    """A run's section under its file's name: `<benchmark>.json`, or `<benchmark>-<where>.json`
+    for the same benchmark measured on another machine (a GPU lease's `-cuda`)."""
     name = run["benchmark"]
-    lines = [f"## {name}", ""]
+    lines = [f"## {title}", ""]
     about = _about(name)
     if about:
         lines += [about, ""]
