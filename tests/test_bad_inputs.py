@@ -365,6 +365,10 @@ CASES = [
     Case("finetune-without-pretrained-model", _remove("artifacts/pretrain"),
          [*_stage("finetune"), "--task", "sst2"],
          "artifacts/pretrain/tokenizer.json: tokenizer not found"),
+    # -- params: names, numbers, bounds -----------------------------------------------------------
+    # -- team server, Prefect, Dask ---------------------------------------------------------------
+    # -- editing params.yaml, folders a command writes, imports ------------------------------------
+    # -- internal files, verdicts, temporaries -----------------------------------------------------
 ]
 
 
