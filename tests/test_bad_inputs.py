@@ -259,7 +259,7 @@ CASES = [
          "params.yaml:"),
     Case("preset-on-duplicate-key", _append("params.yaml", DUPLICATE_KEY),
          _gpt1("preset", "tiny"), 'found duplicate key "model"'),
-    # -- params.yaml as a stage reads it --------------------------------------------------------
+    # -- params.yaml as a stage reads it --
     Case("stage-duplicate-key", _append("params.yaml", DUPLICATE_KEY), _stage("ingest"),
          'found duplicate key "model"'),
     Case("stage-broken-yaml", _append("params.yaml", BROKEN_YAML), _stage("clean"),
@@ -270,7 +270,7 @@ CASES = [
          "pretrain.device: 'tpu' is not a device"),
     Case("stage-warmup-beyond-max-steps", _set(**{"pretrain.warmup_steps": 50}),
          _stage("pretrain"), "pretrain.warmup_steps: 50 is more than max_steps (20)"),
-    # -- ingest: the data root and corpus -------------------------------------------------------
+    # -- ingest: the data root and corpus --
     Case("root-missing", _set(**{"ingest.root": "no/such/folder"}), _stage("ingest"),
          "ingest.root: data root no/such/folder is not a directory"),
     Case("corpus-matches-nothing", _set(**{"ingest.corpus": ["books/*.txt"]}), _stage("ingest"),
@@ -287,7 +287,7 @@ CASES = [
          f"{BOOK}:1: not UTF-8 text"),
     Case("task-without-data", _set(**{"finetune.tasks": ["sst2", "qnli"]}), _stage("ingest"),
          "task qnli (in finetune.tasks): data not found at "),
-    # -- ingest: task files ---------------------------------------------------------------------
+    # -- ingest: task files --
     Case("train-header-only", _keep_lines(SST2_TRAIN, 1), _stage("ingest"), SST2_TRAIN),
     Case("dev-header-only", _keep_lines(SST2_DEV, 1), _stage("ingest"), SST2_DEV),
     Case("tsv-not-utf8", _write(SST2_TRAIN, b"sentence\tlabel\nfine \xe9t\xe9\t1\n"),
@@ -311,7 +311,7 @@ CASES = [
     Case("cloze-answer-out-of-range",
          _replace_in(CLOZE, "Barnaby gave the candle to Hester.,1", "Barnaby gave the candle "
                      "to Hester.,3"), _stage("ingest"), f"{CLOZE}:2"),
-    # -- tokenize and pretrain: their inputs ---------------------------------------------------
+    # -- tokenize and pretrain: their inputs --
     Case("tokenizer-missing", _remove("artifacts/bpe/tokenizer.json"), _stage("tokenize"),
          "artifacts/bpe/tokenizer.json"),
     Case("shard-overwritten", _flip_byte(TRAIN_SHARD), _stage("pretrain"),
@@ -359,16 +359,16 @@ CASES = [
          _gpt1(*IMPORT, "--out", "m"), "hf/config.json: model_type 'gpt2'"),
     Case("import-openai-no-release", _nothing,
          _gpt1("import-openai", "--release", "nowhere", "--out", "m"), "nowhere/"),
-    # -- finetune -------------------------------------------------------------------------------
+    # -- finetune --
     Case("task-status-emptied", _write(SST2_STATUS, ""), [*_stage("finetune"), "--task", "sst2"],
          f"{SST2_STATUS}: damaged, not the JSON stage ingest writes"),
     Case("finetune-without-pretrained-model", _remove("artifacts/pretrain"),
          [*_stage("finetune"), "--task", "sst2"],
          "artifacts/pretrain/tokenizer.json: tokenizer not found"),
-    # -- params: names, numbers, bounds -----------------------------------------------------------
-    # -- team server, Prefect, Dask ---------------------------------------------------------------
-    # -- editing params.yaml, folders a command writes, imports ------------------------------------
-    # -- internal files, verdicts, temporaries -----------------------------------------------------
+    # -- params: names, numbers, bounds --
+    # -- team server, Prefect, Dask --
+    # -- editing params.yaml, folders a command writes, imports --
+    # -- internal files, verdicts, temporaries --
 ]
 
 
