@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 from prefect import flow
 
+from flows.cli import check_task, parser, run_flow
 from flows.pipeline import run_stages
 
 
@@ -19,8 +19,9 @@ def finetune(task: str, repo_root: str = ".", force: bool = False) -> dict[str, 
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(prog="python -m flows.finetune")
-    parser.add_argument("task")
-    parser.add_argument("--force", action="store_true")
-    args = parser.parse_args()
-    finetune(args.task, force=args.force)
+    command = parser("flows.finetune", __doc__)
+    command.add_argument("task", help="a task of the registry (params.yaml `tasks`)")
+    command.add_argument("--force", action="store_true", help="re-run it even if unchanged")
+    args = command.parse_args()
+    run_flow(lambda: finetune(args.task, force=args.force),
+             lambda: check_task(Path.cwd(), args.task))

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from prefect import flow
 
+from flows.cli import parser, run_flow
 from flows.pipeline import run_stages
 
 
@@ -17,4 +18,5 @@ def full_pipeline(repo_root: str = ".", force: bool = False) -> dict[str, bool]:
 
 
 if __name__ == "__main__":
-    full_pipeline()
+    parser("flows.full_pipeline", __doc__).parse_args()  # it takes none: refuse any
+    run_flow(full_pipeline)

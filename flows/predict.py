@@ -3,12 +3,12 @@ bringing `finetune@<task>` (and what it needs) up to date."""
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 from prefect import flow, task
 from prefect.artifacts import create_table_artifact
 
+from flows.cli import check_task, parser, run_flow
 from flows.pipeline import run_upstream
 from gpt1.config import load_params
 from gpt1.errors import is_input_error
@@ -62,9 +62,10 @@ def predict(task: str, input: str, out: str | None = None, repo_root: str = ".")
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(prog="python -m flows.predict")
-    parser.add_argument("task")
-    parser.add_argument("input")
-    parser.add_argument("--out")
-    args = parser.parse_args()
-    predict(args.task, args.input, args.out)
+    command = parser("flows.predict", __doc__)
+    command.add_argument("task", help="a task of the registry (params.yaml `tasks`)")
+    command.add_argument("input", help="the table to score (CSV, TSV, JSON Lines, Parquet)")
+    command.add_argument("--out", help="where to write (default scored/<task>/<input>.parquet)")
+    args = command.parse_args()
+    run_flow(lambda: predict(args.task, args.input, args.out),
+             lambda: check_task(Path.cwd(), args.task))

@@ -13,6 +13,7 @@ under `.prefect/` in the checkout, and stopped again on exit. Trigger runs from 
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import signal
@@ -26,6 +27,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from gpt1.config import ServerParams, load_params
+from gpt1.errors import InputError
 
 PREFECT_HOME = Path(".prefect")
 SERVER_LOG = "server.log"
@@ -119,11 +121,22 @@ def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    # it takes no arguments: refuse any (exit 2), rather than serve as if none were given
+    argparse.ArgumentParser(prog="python -m flows.serve", description=__doc__,
+                            formatter_class=argparse.RawDescriptionHelpFormatter
+                            ).parse_args(argv)
     signal.signal(signal.SIGTERM, _interrupt)  # SIGTERM stops serving as Ctrl-C does
     repo_root = Path.cwd()
     params = load_params(repo_root / "params.yaml")
     if os.environ.get("PREFECT_API_URL"):
+        from flows.cli import check_server  # imports Prefect: only once PREFECT_API_URL is set
+
+        try:
+            check_server()
+        except InputError as err:
+            print(f"error: {err}", file=sys.stderr)
+            sys.exit(2)
         print(f"serving on the Prefect server at {os.environ['PREFECT_API_URL']}", flush=True)
         serve_deployments(repo_root)
         return

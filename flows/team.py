@@ -35,6 +35,7 @@ import sys
 from pathlib import Path
 
 from flows.serve import _port_in_use
+from gpt1.errors import InputError, describe, is_input_error
 
 PROGRAMS = ("initdb", "pg_ctl", "postgres", "createdb")
 DB_NAME = "prefect"  # the role and the database Prefect's tables go in
@@ -43,6 +44,7 @@ LOG = "postgres.log"
 PASSWORD_FILE = "password"
 HOST = "127.0.0.1"
 AUTH_USER = "gpt1"  # the user half of the team server's auth string
+MIN_SECRET_CHARS = 16  # the shortest secret half an auth file may hold (a made one has 32)
 
 
 class PostgresError(RuntimeError):
@@ -178,18 +180,54 @@ def stop(root: Path, user: str = "postgres") -> None:
 
 def auth_string(path: Path) -> str:
     """The team server's Basic Authentication string, `gpt1:<random>`, kept in `path` (mode
-    0600): made by the first call, read by the later ones."""
-    if not path.is_file():
-        path.parent.mkdir(parents=True, exist_ok=True)
+    0600): made by the first call, read by the later ones. An auth file already there must be
+    a regular file holding one line `user:secret` (`check_auth_string`), readable by its owner
+    alone: else `InputError`, naming the file and what to do (never its contents). The server
+    would take an empty string as no password at all."""
+    where = f"--auth-file {path}"
+    if not os.path.lexists(path):
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except (FileExistsError, NotADirectoryError) as err:  # a file where a folder must be
+            raise InputError(f"{where}: {err.filename} is not a directory") from None
         with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as out:
             out.write(f"{AUTH_USER}:{secrets.token_urlsafe(24)}\n")
-    return path.read_text().strip()
+    if path.is_dir():
+        raise InputError(f"{where}: is a directory: name the file the auth string is kept in "
+                         "(the first call makes it)")
+    if not path.is_file():
+        raise InputError(f"{where}: not a regular file: name the file the auth string is kept "
+                         "in (the first call makes it)")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        text = None
+    if text is not None and not text.strip():
+        raise InputError(f"{where}: empty, and an empty auth string lets anyone in: delete the "
+                         "file to have a new one made, or write one line `user:secret` in it "
+                         f"(a secret of at least {MIN_SECRET_CHARS} characters)")
+    if text is None or not check_auth_string(text.strip()):
+        raise InputError(f"{where}: not one line `user:secret` (a user without `:`, a secret of "
+                         f"at least {MIN_SECRET_CHARS} characters, no spaces): delete the file "
+                         "to have a new one made, or mend it")
+    mode = path.stat().st_mode & 0o777
+    if mode & 0o077:
+        raise InputError(f"{where}: open to group or others (mode {mode:04o}), and it holds the "
+                         f"team server's password: chmod 600 {path}")
+    return text.strip()
+
+
+def check_auth_string(auth: str) -> bool:
+    """Whether `auth` is a Basic Authentication string fit for a team's server: `user:secret`,
+    the user without `:`, the secret of at least `MIN_SECRET_CHARS` characters, neither with
+    white space."""
+    return re.fullmatch(rf"[^:\s]+:[^\s]{{{MIN_SECRET_CHARS},}}", auth) is not None
 
 
 def api_url(address: str) -> str:
     """The API URL of the server at `address` (http://host:port, as teammates reach it)."""
     if not re.fullmatch(r"https?://[^/:\s]+:\d+/?", address):
-        raise ValueError(f"--url {address!r}: give the server's address as teammates reach it, "
+        raise InputError(f"--url {address!r}: give the server's address as teammates reach it, "
                          "http://host:port")
     return f"{address.rstrip('/')}/api"
 
@@ -240,8 +278,10 @@ def main(argv: list[str] | None = None) -> None:
             stop(args.dir, args.user)
         else:
             print(url(args.dir))
-    except ValueError as err:
-        parser.exit(2, f"error: {err}\n")
+    except (InputError, OSError) as err:
+        if not is_input_error(err):
+            raise
+        parser.exit(2, f"error: {describe(err)}\n")
     except PostgresError as err:
         sys.exit(f"error: {err}")
 

@@ -1,7 +1,9 @@
 """Write outputs so that a crash never leaves a half-written file or directory in place.
 
 Temporary names carry the writer's PID (`.{name}.{pid}.{random}.tmp`), so that the next writer of
-the same output can tell what a killed one left behind from what a live one is writing.
+the same output can tell what a killed one left behind from what a live one is writing; and so
+that `sweep_stale` can clear a whole folder of them where no writer of that output runs again (a
+stage DVC restores from its run cache instead of running it).
 """
 
 from __future__ import annotations
@@ -82,6 +84,10 @@ def _is_alive(pid: int) -> bool:
     return True
 
 
+# any writer's temporary: `.{name}.{pid}.{random}.tmp`, or `.old` for an output moved aside
+_TEMPORARY = re.compile(r"\.(?P<name>.+)\.\d{1,9}\.[^.]+\.(?:tmp|old)")
+
+
 def _temp_prefix(dest: Path) -> str:
     return f".{dest.name}.{os.getpid()}."
 
@@ -97,14 +103,30 @@ def _clean_stale(dest: Path) -> None:
     if olds and not os.path.lexists(dest):
         old = olds[0]  # at most one: every run restores before it swaps
         pid = stale.pop(old)
-        os.replace(old, dest)
-        log.info("%s: restored from %s, moved aside by process %d before it was killed",
-                 dest, old.name, pid)
+        try:
+            os.replace(old, dest)
+        except FileNotFoundError:  # another process restored it first
+            pass
+        else:
+            log.info("%s: restored from %s, moved aside by process %d before it was killed",
+                     dest, old.name, pid)
     for entry, pid in stale.items():
         with suppress(FileNotFoundError):  # another writer cleaned it first
             _remove(entry)
             log.info("%s: removed %s, left by process %d, which has exited",
                      dest.parent, entry.name, pid)
+
+
+def sweep_stale(folder: Path | str) -> None:
+    """Undo what killed writers left in `folder`, whatever output they were writing: as the
+    next writer of each output would (an output moved aside put back, temporaries removed), for
+    the outputs no writer may write again. A temporary of a live process is left alone."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return
+    names = {m["name"] for entry in os.listdir(folder) if (m := _TEMPORARY.fullmatch(entry))}
+    for name in sorted(names - {".", ".."}):
+        _clean_stale(folder / name)
 
 
 def _swap_in(new: Path, dest: Path) -> Path | None:

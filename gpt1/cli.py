@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import configparser
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -75,19 +77,93 @@ def _declared_outputs(dvc_yaml: Path) -> dict[str, str]:
     return declared
 
 
+# git's and DVC's own state, and what marks a folder as a repository's root
+STATE_FOLDERS = {".git": "git's own state", ".dvc": "DVC's own state and cache"}
+ROOT_MARKS = (".git", ".dvc", "dvc.yaml")
+REFUSED = "refusing to write there, even with --force: write elsewhere"
+
+
+def _repository_root(start: Path) -> Path | None:
+    """The nearest folder at or above `start` that holds `.git`, `.dvc` or dvc.yaml."""
+    return next((d for d in (start, *start.parents)
+                 if any(os.path.lexists(d / mark) for mark in ROOT_MARKS)), None)
+
+
+def _dvc_cache(root: Path) -> Path:
+    """The cache of the DVC project at `root`: `.dvc/cache`, or the `cache.dir` that its
+    `.dvc/config` (or `config.local`, which wins) names, relative to `.dvc/`."""
+    cache = root / ".dvc" / "cache"
+    for name in ("config", "config.local"):
+        path = root / ".dvc" / name
+        if not path.is_file():
+            continue
+        # DVC's config is INI with indented keys, which configparser reads once dedented
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+        text = "\n".join(line.strip() for line in lines)
+        parser = configparser.ConfigParser(interpolation=None, strict=False)
+        try:
+            parser.read_string(text)
+        except configparser.Error:  # DVC itself says what is wrong with it
+            continue
+        folder = parser.get("cache", "dir", fallback="").strip().strip("'\"")
+        if folder:
+            cache = (path.parent / os.path.expanduser(folder)).resolve()
+    return cache
+
+
+def _listing(names: list[str]) -> str:
+    more = f" and {len(names) - 3} more" if len(names) > 3 else ""
+    return f"{', '.join(names[:3])}{more}"
+
+
 def _outside_pipeline_outputs(out: Path) -> None:
-    """Refuse `out` inside (or at) an output of a stage of the DVC project it lies in: DVC owns
-    what is there, and a file written into it leaves the stage modified in `dvc status`."""
+    """Refuse, whatever `--force` says, an `out` that git, DVC or the pipeline owns: one inside
+    `.git` or `.dvc`; the root of a repository or a folder above one (the working directory's
+    checkout, or the one `out` lies in); DVC's cache, or a folder in it or above it; and, in
+    the DVC project `out` lies in, a folder inside (or at) a stage's output (a file written
+    there leaves the stage modified in `dvc status`), or one a stage's output lies in
+    (replacing it would lose the outputs, and what lies beside them: checkpoints DVC cannot
+    restore)."""
     target = out.resolve()
+    for depth, part in enumerate(target.parts):
+        if part in STATE_FOLDERS:
+            raise InputError(f"--out {out}: inside {Path(*target.parts[:depth + 1])}, "
+                             f"{STATE_FOLDERS[part]}; {REFUSED}")
+    for checkout in sorted({r for r in (_repository_root(Path.cwd().resolve()),
+                                        _repository_root(target)) if r is not None}):
+        if checkout == target:
+            raise InputError(f"--out {out}: the root of the repository at {checkout}; {REFUSED}")
+        if target in checkout.parents:
+            raise InputError(f"--out {out}: holds the repository at {checkout}; {REFUSED}")
+        if (checkout / ".dvc").is_dir():
+            cache = _dvc_cache(checkout)
+            if cache == target:
+                raise InputError(f"--out {out}: the DVC cache of {checkout}; {REFUSED}")
+            if cache in target.parents:
+                raise InputError(f"--out {out}: inside {cache}, DVC's cache; {REFUSED}")
+            if target in cache.parents:
+                raise InputError(f"--out {out}: holds {cache}, DVC's cache; {REFUSED}")
     root = next((d for d in target.parents if (d / "dvc.yaml").is_file()), None)
     if root is None:
         return
     where = target.relative_to(root).as_posix()
+    held: dict[str, str] = {}
     for path, stage in _declared_outputs(root / "dvc.yaml").items():
         prefix = path.rstrip("/")
         if prefix and (where == prefix or where.startswith(f"{prefix}/")):
             raise InputError(f"--out {out}: inside {path}, an output of stage {stage} in "
                              f"{root / 'dvc.yaml'}; DVC owns what is there: write elsewhere")
+        if prefix.startswith(f"{where}/"):
+            held[prefix] = stage
+    if held:
+        entries = sorted(entry.name for entry in target.iterdir()) if target.is_dir() else []
+        holds = f"holds {_listing(entries)}; " if entries else ""
+        stages = sorted(set(held.values()))
+        outputs = (f"the output {next(iter(held))} of stage {stages[0]}" if len(held) == 1 else
+                   f"outputs of stage{'s' if len(stages) > 1 else ''} {_listing(stages)}")
+        raise InputError(f"--out {out}: {holds}{outputs} in {root / 'dvc.yaml'} "
+                         f"{'lies' if len(held) == 1 else 'lie'} inside it; refusing to replace "
+                         "it, even with --force: write elsewhere")
 
 
 @app.command()
@@ -98,7 +174,8 @@ def generate(
     max_tokens: Annotated[int, typer.Option(min=1, help="tokens to generate")] = 50,
     temperature: Annotated[float, typer.Option(min=0.0, help="0 picks the likeliest token")] = 1.0,
     top_k: Annotated[int | None, typer.Option(min=1, help="sample among the k likeliest")] = 40,
-    seed: Annotated[int, typer.Option(help="random seed of the sampling")] = 0,
+    seed: Annotated[int, typer.Option(min=0, max=2**32 - 1,
+                                      help="random seed of the sampling")] = 0,
 ) -> None:
     """Continue a prompt with a pretrained model; prints the prompt and the continuation."""
     from gpt1.corpus.bpe import GPT1Tokenizer

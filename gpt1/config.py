@@ -12,6 +12,8 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    Strict,
+    StrictInt,
     ValidationError,
     field_validator,
     model_validator,
@@ -22,10 +24,42 @@ from gpt1.errors import InputError
 
 DEFAULT_PARAMS = Path("params.yaml")
 _SUBKEY = re.compile(r"^[\w.]+: ")
+_PLAIN_KEY = re.compile(r"[\w-]+")  # a key the error messages write bare in a dotted path
+
+# Numbers and switches are what YAML says they are: `true` is not 1, `1.0` not a whole number,
+# `"5"` not a number (an integer is a fine real). Whole numbers are bounded where NumPy and torch
+# take them: a count or size fits a 32-bit int, a seed is one NumPy accepts (0 <= seed < 2**32).
+# Reals are finite: `Section` refuses .nan and .inf everywhere.
+MOST = 2**31 - 1
+Int = Annotated[int, Strict(), Field(le=MOST)]
+Seed = Annotated[int, Strict(), Field(ge=0, lt=2**32)]
+Real = Annotated[float, Strict()]
+Bool = Annotated[bool, Strict()]
+
+# A task's name names stages (`finetune@<name>`, which a user types in a shell) and a folder or
+# file under data/, artifacts/, metrics/ and predictions/: letters, digits and _ alone, so no
+# shell, path or DVC syntax gets in. `all` means every task.
+TASK_NAME = re.compile(r"[A-Za-z0-9_]{1,64}")
+TASK_NAME_RULE = ("a task name is 1 to 64 letters, digits and _ (not 'all'): it names stages "
+                  "and folders")
+
+
+def is_task_name(name: str) -> bool:
+    """Whether `name` can name a registry task (`TASK_NAME`, and not `all`)."""
+    return TASK_NAME.fullmatch(name) is not None and name != "all"
+
+
+def _task_name(name: str) -> str:
+    if not is_task_name(name):
+        raise ValueError(f"{TASK_NAME_RULE}; got {name!r}")
+    return name
+
+
+TaskName = Annotated[str, AfterValidator(_task_name)]
 
 
 class Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 def _inside_root(path: str) -> str:
@@ -55,12 +89,12 @@ FilesUnderRoot = Annotated[str, AfterValidator(_inside_root), AfterValidator(_fi
 
 
 class IngestParams(Section):
-    root: str
+    root: str = Field(min_length=1)
     corpus: list[FilesUnderRoot] = Field(min_length=1)
-    doc_chars: int = Field(gt=0)
-    max_train_examples: int | None = Field(default=None, gt=0)
-    max_dev_examples: int | None = Field(default=None, gt=0)
-    max_test_examples: int | None = Field(default=None, gt=0)
+    doc_chars: Int = Field(gt=0)
+    max_train_examples: Int | None = Field(default=None, gt=0)
+    max_dev_examples: Int | None = Field(default=None, gt=0)
+    max_test_examples: Int | None = Field(default=None, gt=0)
 
 
 class ExecutorParams(Section):
@@ -68,7 +102,7 @@ class ExecutorParams(Section):
     Their outputs are the same byte for byte whichever does, so no stage depends on this."""
 
     kind: Literal["local", "dask"] = "local"
-    workers: int = Field(default=0, ge=0)  # local processes or local Dask workers; 0: one a core
+    workers: Int = Field(default=0, ge=0)  # local processes or local Dask workers; 0: one a core
     address: str | None = None  # dask: a running cluster's scheduler; None starts a local one
 
     @model_validator(mode="after")
@@ -80,27 +114,27 @@ class ExecutorParams(Section):
 
 
 class CleanParams(Section):
-    batch_docs: int = Field(gt=0)
-    min_chars: int = Field(ge=0)
-    dedupe: bool
+    batch_docs: Int = Field(gt=0)
+    min_chars: Int = Field(ge=0)
+    dedupe: Bool
 
 
 class BpeParams(Section):
-    vocab_size: int = Field(ge=300, le=4_294_967_295)
-    min_frequency: int = Field(ge=1)
+    vocab_size: StrictInt = Field(ge=300, le=4_294_967_295)  # token ids are uint32
+    min_frequency: Int = Field(ge=1)
 
 
 class TokenizeParams(Section):
-    val_every: int = Field(ge=2)
-    shard_tokens: int = Field(gt=0)
+    val_every: Int = Field(ge=2)
+    shard_tokens: Int = Field(gt=0)
 
 
 class ModelParams(Section):
-    n_ctx: int = Field(gt=0)
-    n_embd: int = Field(gt=0)
-    n_layer: int = Field(gt=0)
-    n_head: int = Field(gt=0)
-    dropout: float = Field(ge=0.0, lt=1.0)
+    n_ctx: Int = Field(gt=0)
+    n_embd: Int = Field(gt=0)
+    n_layer: Int = Field(gt=0)
+    n_head: Int = Field(gt=0)
+    dropout: Real = Field(ge=0.0, lt=1.0)
 
     @model_validator(mode="after")
     def _heads_divide_width(self) -> ModelParams:
@@ -124,7 +158,7 @@ Device = Annotated[str, AfterValidator(_device_name)]
 Precision = Literal["auto", "fp32", "bf16"]
 # torch.compile the training step: auto on CUDA for pretraining only
 # (`gpt1.training.device.resolve_compile`)
-Compile = Literal["auto"] | bool
+Compile = Literal["auto"] | Bool
 
 
 class TrainingParams(Section):
@@ -133,10 +167,10 @@ class TrainingParams(Section):
     device: Device
     precision: Precision
     compile: Compile = "auto"
-    lr: float = Field(gt=0)
-    batch_size: int = Field(gt=0)
-    weight_decay: float = Field(ge=0)
-    grad_clip: float = Field(gt=0)
+    lr: Real = Field(gt=0)
+    batch_size: Int = Field(gt=0)
+    weight_decay: Real = Field(ge=0)
+    grad_clip: Real = Field(gt=0)
 
 
 # Where the token shards lie (tokenize's output; tasks/paths.py names it from here): the folder
@@ -149,24 +183,24 @@ SOURCE_TITLES = {"openai": "OpenAI's released GPT-1", "hf": "a HuggingFace opena
 
 
 class PretrainParams(TrainingParams):
-    seed: int
+    seed: Seed
     source: Source = "train"
     # the folder the pretrained model is made from, a dependency of stage pretrain: the shards
     # for train, the release folder for openai and hf
     source_dir: str = SHARDS_FOLDER
-    max_steps: int = Field(gt=0)
-    warmup_steps: int = Field(ge=0)
+    max_steps: Int = Field(gt=0)
+    warmup_steps: Int = Field(ge=0)
     schedule: Literal["cosine", "linear"]
-    eval_every: int = Field(gt=0)
-    eval_batches: int = Field(gt=0)
-    log_every: int = Field(gt=0)
-    checkpoint_every: int = Field(gt=0)
-    keep_checkpoints: int = Field(ge=1)
-    keep_other_runs: int | None = Field(default=None, ge=0)  # None: keep every other run's
-    extend: bool = False  # continue a run of the same settings but a smaller max_steps
-    peak_tflops: float | None = Field(gt=0)
+    eval_every: Int = Field(gt=0)
+    eval_batches: Int = Field(gt=0)
+    log_every: Int = Field(gt=0)
+    checkpoint_every: Int = Field(gt=0)
+    keep_checkpoints: Int = Field(ge=1)
+    keep_other_runs: Int | None = Field(default=None, ge=0)  # None: keep every other run's
+    extend: Bool = False  # continue a run of the same settings but a smaller max_steps
+    peak_tflops: Real | None = Field(gt=0)
     # steps whose model is kept; those after max_steps are never reached (the stage says so)
-    snapshots: list[Annotated[int, Field(ge=0)]] = Field(default_factory=list)
+    snapshots: list[Annotated[Int, Field(ge=0)]] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _warmup_within_run(self) -> PretrainParams:
@@ -203,16 +237,16 @@ class PretrainParams(TrainingParams):
 class FinetuneKnobs(TrainingParams):
     """`finetune.train`: shared by every task and seed."""
 
-    epochs: int = Field(gt=0)
-    warmup_fraction: float = Field(ge=0, lt=1)
-    lm_coef: float = Field(ge=0)
-    clf_dropout: float = Field(ge=0, lt=1)
+    epochs: Int = Field(gt=0)
+    warmup_fraction: Real = Field(ge=0, lt=1)
+    lm_coef: Real = Field(ge=0)
+    clf_dropout: Real = Field(ge=0, lt=1)
 
 
 class FinetuneTrainParams(FinetuneKnobs):
     """The knobs of one fine-tuning run: one task's, with one of `finetune.seeds`."""
 
-    seed: int
+    seed: Seed
 
 
 # The names of the task families, each an object in `gpt1.downstream.families.FAMILIES` (a test
@@ -244,8 +278,8 @@ def is_split_name(name: str) -> bool:
 class HoldoutParams(Section):
     """Dev examples drawn out of the train file (a task released without a labelled dev set)."""
 
-    size: int = Field(gt=0)
-    seed: int
+    size: Int = Field(gt=0)
+    seed: Seed
 
 
 # The reader of ordinary tables (`gpt1.downstream.tables`), which a task's `table` section sets up
@@ -276,7 +310,7 @@ class TableParams(Section):
     # A field not named is read from the column of its own name.
     columns: dict[str, str | list[str]] = Field(default_factory=dict)
     label_values: dict[CellText, CellText] | None = None  # the file's values -> labels
-    scores: list[float] | None = None  # [low, high]: a regression's score range
+    scores: list[Real] | None = None  # [low, high]: a regression's score range
     split_column: str | None = None  # one file holding several splits: the column naming each
     split_values: dict[str, CellText] = Field(default_factory=dict)  # split -> its value there
 
@@ -308,8 +342,8 @@ class TaskParams(Section):
     holdout: HoldoutParams | None = None
     labels: list[str] | None = None  # None: a regression (similarity) or a choice index
     metrics: list[Metric] = Field(min_length=1)
-    paper: dict[str, float] = Field(default_factory=dict)  # eval split -> the paper's metrics[0]
-    glue: bool = False  # a GLUE task: averaged beside the paper's average in the report
+    paper: dict[str, Real] = Field(default_factory=dict)  # eval split -> the paper's metrics[0]
+    glue: Bool = False  # a GLUE task: averaged beside the paper's average in the report
     overrides: dict[str, object] = Field(default_factory=dict)  # finetune.train keys
     table: TableParams | None = None  # reader: table only
 
@@ -450,8 +484,16 @@ class TaskParams(Section):
 
 class FinetuneParams(Section):
     tasks: Literal["all"] | list[str]
-    seeds: list[int] = Field(min_length=1)
+    seeds: list[Seed] = Field(min_length=1)
     train: FinetuneKnobs
+
+    @field_validator("tasks")
+    @classmethod
+    def _task_names(cls, tasks: Literal["all"] | list[str]) -> Literal["all"] | list[str]:
+        for index, name in enumerate([] if tasks == "all" else tasks):
+            if not is_task_name(name):
+                raise ValueError(f"{index}: {TASK_NAME_RULE}; got {name!r}")
+        return tasks
 
     @model_validator(mode="after")
     def _distinct_seeds(self) -> FinetuneParams:
@@ -468,16 +510,19 @@ class ServerParams(Section):
     """Where `python -m flows.serve` starts a Prefect server when PREFECT_API_URL is not set."""
 
     host: str = Field(min_length=1)
-    port: int = Field(ge=1, le=65_535)
+    port: Int = Field(ge=1, le=65_535)
+
+
+DAYS_30 = 30 * 24 * 3600  # the longest wait the flows take, in seconds
 
 
 class FlowsParams(Section):
     """The Prefect flows: how stages are retried, how runs on one checkout queue, where they
     are served. No stage reads these, so changing them re-runs nothing."""
 
-    retries: int = Field(ge=0)
-    retry_delay_seconds: float = Field(ge=0)
-    lock_timeout_seconds: float = Field(ge=0)
+    retries: Int = Field(ge=0)
+    retry_delay_seconds: Real = Field(ge=0, le=DAYS_30)
+    lock_timeout_seconds: Real = Field(ge=0, le=DAYS_30)
     server: ServerParams
 
 
@@ -486,15 +531,15 @@ class SampleParams(Section):
     seeded, so the same model writes the same text."""
 
     prompt: str = Field(min_length=1)
-    tokens: int = Field(gt=0)
-    temperature: float = Field(ge=0)
-    top_k: int | None = Field(gt=0)
-    seed: int
+    tokens: Int = Field(gt=0)
+    temperature: Real = Field(ge=0)
+    top_k: Int | None = Field(gt=0)
+    seed: Seed
 
 
 class LMEvalParams(Section):
     files: list[FilesUnderRoot] = Field(default_factory=list)  # held-out text: globs under the root
-    batch_size: int = Field(gt=0)
+    batch_size: Int = Field(gt=0)
     sample: SampleParams
 
 
@@ -507,14 +552,14 @@ HEURISTIC_FAMILY: dict[Heuristic, Family] = {"sentiment": "classification",
                                        "choice": "multiple_choice"}
 
 
-TrainSize = Annotated[int, Field(gt=0)] | None  # the first N train rows; None: all of them
+TrainSize = Annotated[Int, Field(gt=0)] | None  # the first N train rows; None: all of them
 
 
 class AblationParams(Section):
     """Table 5: each variant fine-tuned on each task at each train size, with every seed."""
 
     variants: list[Variant] = Field(min_length=1)
-    tasks: dict[str, list[TrainSize]]  # registry task -> train sizes
+    tasks: dict[TaskName, list[TrainSize]]  # registry task -> train sizes
 
     @field_validator("tasks")
     @classmethod
@@ -529,30 +574,30 @@ class AblationParams(Section):
 class TransferParams(Section):
     """Figure 2 (left): each task fine-tuned from the first k pretrained blocks, k = 0..n_layer."""
 
-    tasks: dict[str, TrainSize]  # registry task -> train size
+    tasks: dict[TaskName, TrainSize]  # registry task -> train size
 
 
 class ZeroShotParams(Section):
     """Figure 2 (right): each pretraining snapshot scored by the heuristics, no fine-tuning."""
 
-    tasks: dict[str, Heuristic]  # registry task -> the heuristic that answers it
-    max_examples: int | None = Field(gt=0)  # per split scored (CoLA's train split too)
-    batch_size: int = Field(gt=0)
+    tasks: dict[TaskName, Heuristic]  # registry task -> the heuristic that answers it
+    max_examples: Int | None = Field(gt=0)  # per split scored (CoLA's train split too)
+    batch_size: Int = Field(gt=0)
 
 
 class LSTMParams(Section):
     """The recurrent control of Table 5, pretrained by stage `pretrain_lstm` with the pretrain
     knobs, on the same shards for the same number of tokens."""
 
-    n_embd: int | None = Field(gt=0)  # units; None: the most within the Transformer's parameters
-    lr: float | None = Field(gt=0)  # None: pretrain.lr
+    n_embd: Int | None = Field(gt=0)  # units; None: the most within the Transformer's parameters
+    lr: Real | None = Field(gt=0)  # None: pretrain.lr
 
 
 class AnalysisParams(Section):
     """The paper's evidence (§5): ablations, layers transferred, zero-shot behaviour."""
 
-    seeds: list[int] = Field(min_length=1)
-    max_dev_examples: int | None = Field(gt=0)  # dev rows scored (None: all)
+    seeds: list[Seed] = Field(min_length=1)
+    max_dev_examples: Int | None = Field(gt=0)  # dev rows scored (None: all)
     ablation: AblationParams
     transfer: TransferParams
     zero_shot: ZeroShotParams
@@ -577,7 +622,7 @@ class Params(Section):
     model: ModelParams
     pretrain: PretrainParams
     finetune: FinetuneParams
-    tasks: dict[str, TaskParams] = Field(min_length=1)
+    tasks: dict[TaskName, TaskParams] = Field(min_length=1)
     lm_eval: LMEvalParams
     analysis: AnalysisParams
     flows: FlowsParams
@@ -643,11 +688,19 @@ class ParamsError(InputError):
     """`params.yaml` is missing, unparsable or invalid; the message names the file and key."""
 
 
+def _dotted(loc: tuple[int | str, ...]) -> str:
+    """An error's place as a dotted key. Where the fault is a mapping's key itself (pydantic
+    follows it with `[key]`), that key is quoted, unless a plain word: `tasks.'my task'`."""
+    faulty = {i - 1 for i, part in enumerate(loc) if part == "[key]"}
+    return ".".join(repr(part) if i in faulty and not _PLAIN_KEY.fullmatch(str(part))
+                    else str(part) for i, part in enumerate(loc) if part != "[key]")
+
+
 def _format_errors(path: Path, err: ValidationError) -> str:
     """One line for one error (`params.yaml: model.n_embd: ...`), else a line per error."""
     lines = [f"{path}: {err.error_count()} invalid value(s)"]
     for e in err.errors():
-        key = ".".join(str(part) for part in e["loc"])
+        key = _dotted(e["loc"])
         if e["type"] == "value_error":  # our validators: the message may start with a sub-key
             msg = e["msg"].removeprefix("Value error, ")
             if _SUBKEY.match(msg):

@@ -1,19 +1,25 @@
 """What is the user's to fix, told apart from bugs. A stage reports an `InputError` (bad params,
-data, file formats, releases) or an `OSError` of the machine's state (no such file, no space,
-permission denied ...) in one line and exits 2, and nothing retries it; any other exception is
-a bug: it keeps its traceback, exits 1 and may be retried."""
+data, file formats, releases; a damaged file a stage wrote), a `MissingInputError`, an `OSError`
+of the machine's state (no space, permission denied, a read-only file system) or one about a path
+the user gave (`user_paths`: params.yaml, the data root, a release folder) in one line and exits
+2, and nothing retries it; any other exception is a bug: it keeps its traceback, exits 1 and may
+be retried. A file the program itself needs that is missing is a bug, not bad input."""
 
 from __future__ import annotations
 
 import errno
 import os
+from collections.abc import Collection
+from pathlib import Path
 
-# Errors of the file system a user mends (a path, a disk, permissions), not the code
-USER_FIXABLE_ERRNOS = frozenset({
+# The machine's state, whatever the path: a disk, permissions; the user mends it, retrying can't
+MACHINE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.EROFS})
+# Errors of a path (missing, of the wrong kind): the user's only where the path is
+PATH_ERRNOS = frozenset({
     errno.ENOENT, errno.ENOTDIR, errno.EISDIR, errno.EEXIST, errno.ENOTEMPTY,
-    errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.ENAMETOOLONG,
-    errno.ELOOP,
+    errno.ENAMETOOLONG, errno.ELOOP,
 })
+USER_FIXABLE_ERRNOS = MACHINE_ERRNOS | PATH_ERRNOS
 NO_SPACE = frozenset({errno.ENOSPC, errno.EDQUOT})
 
 
@@ -33,12 +39,36 @@ class MissingInputError(FileNotFoundError):
         self.errno = errno.ENOENT
 
 
-def is_input_error(err: BaseException) -> bool:
-    """Whether `err` is the user's to fix: an `InputError`, or an `OSError` of the file system's
-    state (`USER_FIXABLE_ERRNOS`). A ValueError, KeyError or other OSError is a bug."""
-    if isinstance(err, InputError):
+def _under(path: str | bytes | int | None, roots: Collection[Path]) -> bool:
+    """Whether `path` (an OSError's filename) is one of `roots` or lies under one, as written
+    or with symbolic links resolved."""
+    if not isinstance(path, str | bytes):
+        return False
+    named = os.fsdecode(path)
+    candidates = {Path(os.path.abspath(named)), Path(os.path.realpath(named))}
+    bases = {Path(f(root)) for root in roots for f in (os.path.abspath, os.path.realpath)}
+    return any(c == base or c.is_relative_to(base) for c in candidates for base in bases)
+
+
+def is_input_error(err: BaseException, user_paths: Collection[Path] | None = None) -> bool:
+    """Whether `err` is the user's to fix: an `InputError` or `MissingInputError` (raised where
+    a path the user gives, or a file an earlier stage writes, is opened); an `OSError` of the
+    machine's state (`MACHINE_ERRNOS`: no space, permission denied ...); or an `OSError` of a
+    path (`PATH_ERRNOS`: missing, a folder where a file should be ...) whose file lies under one
+    of `user_paths` (the stage runner's: params.yaml, the data root, a release folder). Anything
+    else (a ValueError, a KeyError, a file the program itself needs that is missing) is a bug.
+    `user_paths` None: a caller whose paths are all the user's arguments (a command, `--model`,
+    `--out`), for which every path error is the user's."""
+    if isinstance(err, InputError | MissingInputError):
         return True
-    return isinstance(err, OSError) and err.errno in USER_FIXABLE_ERRNOS
+    if not isinstance(err, OSError):
+        return False
+    if err.errno in MACHINE_ERRNOS:
+        return True
+    if err.errno not in PATH_ERRNOS:
+        return False
+    return user_paths is None or _under(err.filename, user_paths) or _under(err.filename2,
+                                                                            user_paths)
 
 
 def describe(err: BaseException) -> str:

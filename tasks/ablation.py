@@ -17,9 +17,9 @@ from typing import get_args
 
 from gpt1.config import Params, Variant
 from gpt1.errors import InputError
-from gpt1.records import not_run_reason, read_record, record_not_run, write_record
+from gpt1.records import TaskStatus, not_run_reason, read_record, record_not_run, write_record
 from tasks.paths import ABLATION_METRICS, PRETRAIN_DIR, PRETRAIN_LSTM_DIR, RAW_TASKS
-from tasks.stage import main
+from tasks.stage import add_item_arguments, main
 
 log = logging.getLogger("tasks.ablation")  # run as __main__: named by its module path
 
@@ -29,7 +29,7 @@ def not_run(variant: str, task: str) -> str | None:
     lstm = not_run_reason(PRETRAIN_LSTM_DIR, "pretrain_lstm") if variant == "lstm" else None
     if lstm is not None:
         return f"the LSTM was not pretrained ({lstm})"
-    status = read_record(RAW_TASKS / task / "status.json", "ingest")
+    status = read_record(RAW_TASKS / task / "status.json", "ingest", TaskStatus)
     return None if status["run"] else f"task {task}: {status['reason']}"
 
 
@@ -52,8 +52,8 @@ def run(params: Params, variant: str, task: str) -> None:
 
 
 def _cell_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--variant", required=True, help=f"one of {list(get_args(Variant))}")
-    parser.add_argument("--task", required=True, help="a task of analysis.ablation.tasks")
+    add_item_arguments(parser, {"variant": f"one of {list(get_args(Variant))}",
+                                "task": "a task of analysis.ablation.tasks"})
 
 
 if __name__ == "__main__":

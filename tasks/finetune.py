@@ -7,9 +7,9 @@ import argparse
 import logging
 
 from gpt1.config import Params
-from gpt1.records import read_record, record_not_run, write_record
+from gpt1.records import TaskStatus, read_record, record_not_run, write_record
 from tasks.paths import FINETUNE_DIR, FINETUNE_METRICS, PRETRAIN_DIR, RAW_TASKS
-from tasks.stage import main
+from tasks.stage import add_item_arguments, main
 
 log = logging.getLogger("tasks.finetune")  # run as __main__: named by its module path
 
@@ -17,7 +17,7 @@ log = logging.getLogger("tasks.finetune")  # run as __main__: named by its modul
 def run(params: Params, task: str) -> None:
     params.task(task)  # bad input where it is not one
     out = FINETUNE_METRICS / f"{task}.json"
-    status = read_record(RAW_TASKS / task / "status.json", "ingest")
+    status = read_record(RAW_TASKS / task / "status.json", "ingest", TaskStatus)
     if not status["run"]:
         record_not_run(status["reason"], folders=(FINETUNE_DIR / task,), metrics=out, task=task)
         log.info("%s not run: %s", task, status["reason"])
@@ -31,7 +31,7 @@ def run(params: Params, task: str) -> None:
 
 
 def _task_arg(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--task", required=True, help="a task of the registry (params tasks)")
+    add_item_arguments(parser, {"task": "a task of the registry (params tasks)"})
 
 
 if __name__ == "__main__":

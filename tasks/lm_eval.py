@@ -35,17 +35,18 @@ def run(params: Params) -> None:
     model = load_model(PRETRAIN_DIR).to(place.device)
     generated = {"model": PRETRAIN_DIR.as_posix(),
                  **sample_text(model, tokenizer, params.lm_eval.sample)}
+    log.info("the model writes: %s|%s", generated["prompt_as_read"], generated["continuation"])
+    # every input read (the shards' manifest, pretrain's metrics) before anything is written
+    metrics = (heldout_metrics(params, files, model, tokenizer, place, SHARDS_DIR,
+                               PRETRAIN_METRICS) if files else None)
     with atomic_dir(LM_EVAL_DIR) as tmp:
         (tmp / GENERATED.name).write_text(json.dumps(generated, indent=2) + "\n",
                                           encoding="utf-8")
-    log.info("the model writes: %s|%s", generated["prompt_as_read"], generated["continuation"])
-    if not files:
+    if metrics is None:
         reason = "no held-out text named (lm_eval.files)"
         record_not_run(reason, metrics=LM_EVAL_METRICS)
         log.info("nothing scored: %s", reason)
         return
-    metrics = heldout_metrics(params, files, model, tokenizer, place, SHARDS_DIR,
-                              PRETRAIN_METRICS)
     write_record(LM_EVAL_METRICS, metrics)
     log.info("held-out loss %.4f nats/token (%.4f per word); val %s, token frequencies alone: "
              "%s", metrics["all"]["loss"], metrics["all"]["word_loss"], metrics["val_loss"],

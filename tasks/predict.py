@@ -11,7 +11,7 @@ from pathlib import Path
 from gpt1.config import PREDICT_SPLIT, Params
 from gpt1.records import not_run_reason, write_not_run_table
 from tasks.paths import FINETUNE_DIR, PREDICTIONS
-from tasks.stage import main
+from tasks.stage import add_item_arguments, main
 
 log = logging.getLogger("tasks.predict")  # run as __main__: named by its module path
 
@@ -34,7 +34,7 @@ def run(params: Params, task: str) -> None:
 
 
 def _task_arg(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--task", required=True, help="a task of the registry (params tasks)")
+    add_item_arguments(parser, {"task": "a task of the registry (params tasks)"})
 
 
 if __name__ == "__main__":

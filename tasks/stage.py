@@ -7,86 +7,26 @@ import datetime
 import json
 import logging
 import os
+import re
 import subprocess
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from gpt1.atomic import write_text
-from gpt1.config import Params, ParamsError, load_params, read_yaml
+from ruamel.yaml import YAMLError
+
+from gpt1.atomic import sweep_stale, write_text
+from gpt1.config import Params, ParamsError, load_params, read_yaml, yaml_error
 from gpt1.errors import describe, is_input_error
+from tasks.params_guard import RanWith, check_params_unchanged, params_files, read_files, watch_lock
 from tasks.paths import STAGE_RECORDS
 
 log = logging.getLogger(__name__)
 
 VERDICTS = Path(".dvc/tmp/gpt1-verdicts")  # per stage: how its command last ended
-
-
-def declared_params(root: Path, address: str) -> dict[str, list[str]]:
-    """The params the stage at `address` (`pretrain`, `finetune@sst2`, `ablation@full-sst2`)
-    declares, as DVC itself resolves them from its stage index (foreach, matrix and `${...}`
-    interpolation alike): each params file (relative to `root`) with its keys (none: the whole
-    file). These are the values DVC records in dvc.lock once the stage succeeds."""
-    # DVC is imported only here: a stage run by hand needs none of it
-    from dvc.dependency.param import ParamsDependency
-    from dvc.repo import Repo
-
-    with Repo(str(root)) as repo:
-        (stage,) = repo.stage.collect(f"{root / 'dvc.yaml'}:{address}")  # not cwd's
-    return {dep.def_path: list(dep.params) for dep in stage.deps
-            if isinstance(dep, ParamsDependency)}
-
-
-def params_files(root: Path) -> list[str]:
-    """The params files a stage of `root`'s dvc.yaml may declare keys of: DVC's default
-    `params.yaml`, and each file a stage names (`- other.yaml: [key]`)."""
-    stages = read_yaml((root / "dvc.yaml").read_text(encoding="utf-8")).get("stages", {})
-    named = {name for stage in stages.values() for entry in stage.get("do", stage).get(
-        "params", []) if isinstance(entry, dict) for name in entry}
-    return sorted({"params.yaml", *named})
-
-
-def read_files(root: Path, names: list[str]) -> dict[str, str | None]:
-    """The text of each of `names` under `root` (None for one that does not exist)."""
-    return {name: (root / name).read_text(encoding="utf-8") if (root / name).is_file() else None
-            for name in names}
-
-
-def _values(texts: dict[str, str | None], declared: dict[str, list[str]]
-            ) -> dict[tuple[str, str], object]:
-    """The `declared` params in `texts`, by (file, dotted key); key "" is a whole file. A key
-    or file that is missing reads None."""
-    values: dict[tuple[str, str], object] = {}
-    for name, keys in declared.items():
-        text = texts.get(name)
-        raw = read_yaml(text) if text is not None else None
-        for dotted in keys or [""]:
-            node: object = raw
-            for part in filter(None, dotted.split(".")):
-                node = node.get(part) if isinstance(node, dict) else None
-            values[(name, dotted)] = node
-    return values
-
-
-def check_params_unchanged(root: Path, address: str, at_start: dict[str, str | None]) -> None:
-    """Fail if a param the stage at `address` declares changed while it ran: DVC reads the
-    params files after the command ends, and would record the new value beside outputs made
-    with the old one. `at_start` holds the params files as they were when it started; only if
-    one changed is DVC asked which keys the stage declares (that costs a second)."""
-    now = read_files(root, list(at_start))
-    if now == at_start:
-        return
-    declared = declared_params(root, address)
-    before, after = _values(at_start, declared), _values(now, declared)
-    changed = [key for key in before if after[key] != before[key]]
-    if changed:
-        files = {name: [key for file, key in changed if file == name] for name, _ in changed}
-        what = "; ".join(f"{name}: {', '.join(keys)}" if any(keys) else name
-                         for name, keys in files.items())
-        raise ParamsError(f"{what} changed while the stage ran; its outputs were made with the "
-                          "values it read at the start, so it fails rather than let dvc.lock "
-                          "record the new ones: run it again")
+INTERPOLATION = re.compile(r"\$\{[^}]*\}")  # `${item}` in a foreach or matrix stage's paths
 
 
 def verdict_path(root: Path, address: str) -> Path:
@@ -100,6 +40,22 @@ def write_verdict(root: Path, address: str, verdict: str, message: str = "") -> 
     (a traceback, exit 1). The flows judge a stage by this, not by what DVC prints."""
     write_text(verdict_path(root, address),
                json.dumps({"stage": address, "verdict": verdict, "message": message}) + "\n")
+
+
+def add_item_arguments(parser: argparse.ArgumentParser, helps: dict[str, str]) -> None:
+    """The arguments naming a foreach or matrix stage's item (`--task`; `--variant --task`),
+    each with its help. Run by DVC, they default to the parts of the stage's name
+    (`finetune@sst2`; `ablation@full-sst2`, a matrix's values joined by `-`, which neither a
+    variant nor a task name holds): dvc.yaml's commands then carry no value of params.yaml,
+    whose task names would otherwise reach DVC's shell, even with `dvc repro --single-item`,
+    which runs a stage before any other has read params.yaml. By hand, they are required."""
+    address = os.environ.get("DVC_STAGE", "") if os.environ.get("DVC_ROOT") else ""
+    _, _, key = address.partition("@")
+    parts = key.split("-", len(helps) - 1) if key else []
+    given = dict(zip(helps, parts, strict=True)) if len(parts) == len(helps) else {}
+    for name, text in helps.items():
+        parser.add_argument(f"--{name}", required=name not in given, default=given.get(name),
+                            help=text)
 
 
 def record_path(address: str) -> Path:
@@ -130,21 +86,92 @@ def checkout_commit(root: Path) -> dict[str, object]:
     return {"commit": commit, "uncommitted_changes": bool(changed)}
 
 
-def write_stage_record(address: str, seconds: float, root: Path) -> Path:
+def write_stage_record(address: str, seconds: float, root: Path,
+                       params: RanWith | None = None) -> Path:
     """Record, atomically, that the stage at `address` succeeded: its wall time, when it
-    finished (UTC) and the commit it ran at. The report reads these for every stage."""
+    finished (UTC), the commit it ran at and the params it ran with (`check_params_unchanged`).
+    The report reads these for every stage."""
     record = {"stage": address, "seconds": round(seconds, 1),
               "finished": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-              **checkout_commit(root)}
+              **checkout_commit(root),
+              # a list, which `dvc metrics show` leaves out: the values are no metrics
+              "params": params or []}
     path = root / record_path(address)
-    write_text(path, json.dumps(record, indent=2) + "\n")
+    write_text(path, json.dumps(record, indent=2, default=str) + "\n")
     return path
+
+
+def user_paths(params_path: Path, params: Params | None, others: list[Path] | None = None
+               ) -> list[Path]:
+    """The paths a stage reads that the user gives: the params file (and `others`: the other
+    params files dvc.yaml names), the data root (every file params names lies under it) and
+    the folder of a released model to import. An OSError about a path under one of them is bad
+    input; about any other path (a file the program itself needs) a bug."""
+    paths = [params_path, *(others or [])]
+    if params is not None:
+        paths.append(Path(params.ingest.root))
+        if params.pretrain.released:
+            paths.append(Path(params.pretrain.source_dir))
+    return paths
+
+
+def _yaml(root: Path, name: str, note: str = "") -> Any:
+    """The YAML file `name` under `root` (the user's: dvc.yaml, a params file); None where it
+    is absent, ParamsError naming it (and its line) where it is not UTF-8 text or not YAML."""
+    path = root / name
+    try:
+        return read_yaml(path.read_bytes().decode("utf-8")) if path.is_file() else None
+    except UnicodeDecodeError as err:
+        raise ParamsError(f"{name}: not UTF-8 text (byte {err.start}){note}") from None
+    except YAMLError as err:
+        raise ParamsError(f"{yaml_error(Path(name), err)}{note}") from None
+
+
+def check_yaml(root: Path, names: list[str], note: str = "") -> None:
+    """ParamsError naming the first of the files `names` under `root` (dvc.yaml, the params
+    files) that is not UTF-8 YAML, and its line, with `note` after: the user's input, which the
+    params guard and DVC read raw (a YAML error from them would be a bug's traceback)."""
+    for name in names:
+        _yaml(root, name, note)
+
+
+def output_folders(root: Path) -> list[Path]:
+    """The folders under `root` that the outputs of its dvc.yaml's stages lie in (where their
+    writers leave temporaries), and that of the verdicts; `${...}` matches any name there.
+    Only the verdicts' where dvc.yaml is absent or unreadable (a stage run by hand)."""
+    try:
+        raw = _yaml(root, "dvc.yaml")
+    except ParamsError:  # DVC runs no stage then: a broken dvc.yaml is for DVC to report
+        raw = None
+    stages = raw.get("stages") if isinstance(raw, dict) else None
+    patterns = {VERDICTS.as_posix()}
+    for stage in stages.values() if isinstance(stages, dict) else []:
+        body = stage.get("do", stage) if isinstance(stage, dict) else None
+        for kind in ("outs", "metrics", "plots"):
+            entries = body.get(kind) if isinstance(body, dict) else None
+            for entry in entries if isinstance(entries, list) else []:
+                path = next(iter(entry), None) if isinstance(entry, dict) else entry
+                if isinstance(path, str) and path.strip("/"):
+                    patterns.add(Path(INTERPOLATION.sub("*", path.strip("/"))).parent.as_posix())
+    folders = {folder for pattern in patterns
+               for folder in (root.glob(pattern) if "*" in pattern else [root / pattern])}
+    return sorted(folder for folder in folders if folder.is_dir())
+
+
+def sweep_temporaries(root: Path) -> None:
+    """Clear what killed writers left beside the outputs of `root`'s stages (`sweep_stale`): a
+    stage that DVC restores from its run cache never runs its writer again, so each stage's
+    start sweeps the folders of every stage's outputs."""
+    for folder in output_folders(root):
+        sweep_stale(folder)
 
 
 def main(name: str, run: Callable[..., None], argv: list[str] | None = None,
          extra: Callable[[argparse.ArgumentParser], None] | None = None) -> None:
-    """Run stage `name`: `run(params, **extra_args)`. Bad input (`gpt1.errors.is_input_error`)
-    exits 2 with one line; anything else is a bug, and keeps its traceback (exit 1)."""
+    """Run stage `name`: `run(params, **extra_args)`. Bad input (`gpt1.errors.is_input_error`,
+    an OSError only about a path of `user_paths`) exits 2 with one line; anything else is a
+    bug, and keeps its traceback (exit 1). It starts by sweeping what killed writers left
+    beside the outputs (`sweep_temporaries`)."""
     parser = argparse.ArgumentParser(prog=f"python -m tasks.{name}")
     parser.add_argument("--params", default="params.yaml", help="the params file to read")
     if extra is not None:
@@ -162,16 +189,31 @@ def main(name: str, run: Callable[..., None], argv: list[str] | None = None,
     # leave the verdict the flows read
     address, dvc_root = os.environ.get("DVC_STAGE"), os.environ.get("DVC_ROOT")
     root = Path(dvc_root) if address and dvc_root else None
+    params: Params | None = None
+    names: list[str] = []
+    at_start: dict[str, str | None] = {}
     try:
-        # read before the params are: a change in between then shows as a change
-        at_start = read_files(root, params_files(root)) if root else {}
-        params: Params = load_params(params_path)
+        if main_process:
+            sweep_temporaries(root or Path())
+        if root:
+            check_yaml(root, ["dvc.yaml"])
+            names = params_files(root)
+            check_yaml(root, names)
+            # read before the params are: a change in between then shows as a change
+            at_start = read_files(root, names)
+        params = load_params(params_path)
         run(params, **args)
         if root and address:
-            check_params_unchanged(root, address, at_start)
-            write_stage_record(address, time.perf_counter() - started, root)
+            check_yaml(root, ["dvc.yaml", *names], "; it changed while the stage ran: mend it "
+                                                   "and run the stage again")
+            ran_with = check_params_unchanged(root, address, at_start)
+            if main_process:  # one record, whose run a watcher follows until DVC locks it
+                record = write_stage_record(address, time.perf_counter() - started, root,
+                                            ran_with)
+                watch_lock(root, address, record)
     except Exception as err:  # judged, recorded for the flows, and re-raised unless bad input
-        verdict = "input_error" if is_input_error(err) else "bug"
+        given = user_paths(params_path, params, [root / n for n in names] if root else None)
+        verdict = "input_error" if is_input_error(err, given) else "bug"
         message = describe(err) if verdict == "input_error" else repr(err)
         if root and address and main_process:
             write_verdict(root, address, verdict, message)

@@ -11,9 +11,9 @@ import logging
 
 from gpt1.config import Params
 from gpt1.errors import InputError
-from gpt1.records import read_record, record_not_run, write_record
+from gpt1.records import TaskStatus, read_record, record_not_run, write_record
 from tasks.paths import PRETRAIN_DIR, RAW_TASKS, TRANSFER_METRICS
-from tasks.stage import main
+from tasks.stage import add_item_arguments, main
 
 log = logging.getLogger("tasks.transfer")  # run as __main__: named by its module path
 
@@ -23,7 +23,7 @@ def run(params: Params, task: str) -> None:
         raise InputError(f"task {task!r} is not in analysis.transfer.tasks "
                          f"({sorted(params.analysis.transfer.tasks)})")
     out = TRANSFER_METRICS / f"{task}.json"
-    status = read_record(RAW_TASKS / task / "status.json", "ingest")
+    status = read_record(RAW_TASKS / task / "status.json", "ingest", TaskStatus)
     if not status["run"]:
         reason = f"task {task}: {status['reason']}"
         record_not_run(reason, metrics=out, task=task)
@@ -36,7 +36,7 @@ def run(params: Params, task: str) -> None:
 
 
 def _task_arg(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--task", required=True, help="a task of analysis.transfer.tasks")
+    add_item_arguments(parser, {"task": "a task of analysis.transfer.tasks"})
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ import time
 
 from gpt1.config import Params
 from gpt1.errors import InputError
-from gpt1.records import read_record, record_not_run, write_record
+from gpt1.records import TaskStatus, read_record, record_not_run, write_record
 from tasks.paths import (
     PRETRAIN_DIR,
     PRETRAIN_LSTM_DIR,
@@ -19,7 +19,7 @@ from tasks.paths import (
     RAW_TASKS,
     ZERO_SHOT_METRICS,
 )
-from tasks.stage import main
+from tasks.stage import add_item_arguments, main
 
 log = logging.getLogger("tasks.zero_shot")  # run as __main__: named by its module path
 
@@ -32,7 +32,7 @@ def run(params: Params, task: str) -> None:
     if task not in cfg.tasks:
         raise InputError(f"task {task!r} is not in analysis.zero_shot.tasks ({sorted(cfg.tasks)})")
     out = ZERO_SHOT_METRICS / f"{task}.json"
-    status = read_record(RAW_TASKS / task / "status.json", "ingest")
+    status = read_record(RAW_TASKS / task / "status.json", "ingest", TaskStatus)
     if not status["run"]:
         record_not_run(status["reason"], metrics=out, task=task)
         log.info("%s not run: %s", task, status["reason"])
@@ -46,7 +46,7 @@ def run(params: Params, task: str) -> None:
 
 
 def _task_arg(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--task", required=True, help="a task of analysis.zero_shot.tasks")
+    add_item_arguments(parser, {"task": "a task of analysis.zero_shot.tasks"})
 
 
 if __name__ == "__main__":

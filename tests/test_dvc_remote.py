@@ -3,6 +3,7 @@ clone pulls and has nothing left to compute, then re-runs one task on its own.""
 
 from __future__ import annotations
 
+import compileall
 import re
 import shutil
 import sys
@@ -40,6 +41,11 @@ def test_a_second_clone_pulls_every_artifact_and_recomputes_nothing(reproduced: 
     for path in ("artifacts/pretrain/model.safetensors", "data/shards/manifest.json",
                  "metrics/finetune/sst2.json", "reports/summary.md"):
         assert sha256_file(second / path) == sha256_file(tiny_repo / path), path
+    assert "Data and pipelines are up to date" in dvc("status", cwd=second).stdout
+    # a user's shell writes bytecode beside the code, gpt1/presets (the report's dependency)
+    # included, with the sources' mtimes in it: DVC must not hash it
+    compileall.compile_dir(second / "gpt1", quiet=1)
+    assert list((second / "gpt1/presets").glob("__pycache__/*.pyc"))
     assert "Data and pipelines are up to date" in dvc("status", cwd=second).stdout
     assert _ran(dvc("repro", cwd=second).stdout) == []
 

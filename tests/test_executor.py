@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pyarrow as pa
@@ -11,12 +17,14 @@ import pyarrow.parquet as pq
 import pytest
 
 from gpt1.config import ExecutorParams, load_params
+from gpt1.corpus import parallel
 from gpt1.corpus.books import read_book, split_documents
 from gpt1.corpus.bpe import GPT1Tokenizer, train_bpe
 from gpt1.corpus.clean import clean_corpus
 from gpt1.corpus.documents import DOCUMENT_SCHEMA, iter_text_arrays
 from gpt1.corpus.encode import tokenize_corpus
 from gpt1.corpus.parallel import dask_map, describe, executor_map
+from gpt1.errors import InputError
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.heavy  # Dask clusters
@@ -93,6 +101,91 @@ def test_dask_map_keeps_order_runs_setup_on_workers_and_raises_their_errors() ->
     assert "GPT1_TEST_WORKER_SET_UP" not in os.environ  # never in this process
     with pytest.raises(ValueError, match="three is not allowed"):
         list(dask_map(_fail_on_three, range(6), None, 2))
+
+
+@contextmanager
+def _listener(reply: bytes | None) -> Iterator[str]:
+    """A TCP port that takes connections and, to each, says `reply` (None: nothing at all)."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    taken: list[socket.socket] = []
+
+    def serve() -> None:
+        with contextlib.suppress(OSError):  # the listener closed: done
+            while True:
+                conn, _ = server.accept()
+                taken.append(conn)
+                if reply is not None:
+                    conn.sendall(reply)
+
+    threading.Thread(target=serve, daemon=True).start()
+    try:
+        yield f"tcp://127.0.0.1:{server.getsockname()[1]}"
+    finally:
+        server.close()
+        for conn in taken:
+            conn.close()
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]  # free, and nothing listens once it is closed
+
+
+def _first_result(address: str) -> tuple[BaseException | None, float]:
+    """What `dask_map` on `address` raised, and after how long; fails the test when it has not
+    returned within 60 s (Dask itself would wait for a silent scheduler for ever)."""
+    outcome: list[BaseException | None] = []
+    started = time.monotonic()
+
+    def first() -> None:
+        try:
+            next(dask_map(abs, [-1], address, workers=1))
+            outcome.append(None)
+        except Exception as err:  # the test looks at what it was
+            outcome.append(err)
+
+    worker = threading.Thread(target=first, daemon=True)
+    worker.start()
+    worker.join(timeout=60)
+    assert outcome, f"dask_map on {address} still waiting after 60 s"
+    return outcome[0], time.monotonic() - started
+
+
+@pytest.mark.parametrize("scheduler", ["nothing listens", "a silent port", "another protocol",
+                                       "no port"])
+def test_a_scheduler_address_that_does_not_answer_is_one_error_naming_it(
+        scheduler: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """executor.address where no Dask scheduler answers: bad input naming executor.address,
+    after at most CONNECT_TIMEOUT_SECONDS, however the address fails to answer."""
+    monkeypatch.setattr(parallel, "CONNECT_TIMEOUT_SECONDS", 2)
+    with contextlib.ExitStack() as stack:
+        address, says = {
+            "nothing listens": (f"tcp://127.0.0.1:{_closed_port()}", "no Dask scheduler answers"),
+            "a silent port": (stack.enter_context(_listener(None)),
+                              "no Dask scheduler answers"),
+            "another protocol": (stack.enter_context(_listener(
+                b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")),
+                "answers, but not as a Dask scheduler"),
+            "no port": ("scheduler-host", "is not the address of a Dask scheduler"),
+        }[scheduler]
+        err, seconds = _first_result(address)
+    assert isinstance(err, InputError), repr(err)
+    assert str(err).startswith("executor.address: ") and says in str(err), str(err)
+    assert address in str(err)
+    assert seconds < 2 + 10, seconds  # the timeout, and Dask's import
+
+
+def test_a_scheduler_that_answers_is_used() -> None:
+    from distributed import LocalCluster
+
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, protocol="tcp",
+                      dashboard_address=None, scheduler_port=0) as cluster:
+        parallel.check_scheduler(cluster.scheduler_address, timeout=5)
+        assert list(dask_map(abs, [-1, -2, 3], cluster.scheduler_address, workers=1)) == \
+            [1, 2, 3]
 
 
 def test_worker_setup_never_runs_in_this_process() -> None:

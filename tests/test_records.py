@@ -7,8 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from gpt1.errors import InputError, is_input_error
-from gpt1.records import STATUS_FILE, not_run_reason, read_record, record_not_run
+from gpt1.errors import InputError, MissingInputError, is_input_error
+from gpt1.records import (
+    STATUS_FILE,
+    Manifest,
+    not_run_reason,
+    read_record,
+    record_not_run,
+)
 
 
 @pytest.mark.parametrize("text", ['{"splits": {"train": "cut', "", "[1, 2"])
@@ -17,16 +23,17 @@ def test_a_damaged_record_names_its_file_and_the_stage_to_rerun(tmp_path: Path,
     path = tmp_path / "manifest.json"
     path.write_text(text)
     with pytest.raises(InputError) as raised:
-        read_record(path, "tokenize")
+        read_record(path, "tokenize", Manifest)
     message = str(raised.value)
     assert message.startswith(f"{path}: damaged, not the JSON stage tokenize writes (")
     assert message.endswith("run `dvc repro --force tokenize` to write it again")
 
 
 def test_a_missing_record_is_the_users_file_system_error(tmp_path: Path) -> None:
-    with pytest.raises(FileNotFoundError) as raised:
-        read_record(tmp_path / "absent.json", "tokenize")
-    assert is_input_error(raised.value)
+    with pytest.raises(MissingInputError) as raised:
+        read_record(tmp_path / "absent.json", "tokenize", Manifest)
+    assert is_input_error(raised.value, user_paths=[])  # wherever it lies
+    assert str(raised.value) == f"{tmp_path / 'absent.json'}: not found (run tokenize first)"
 
 
 def test_a_stage_with_nothing_to_do_records_why(tmp_path: Path) -> None:

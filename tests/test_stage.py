@@ -22,11 +22,10 @@ from gpt1.config import Params
 from gpt1.downstream.glue import DataFormatError
 from gpt1.presets.edit import nest, update_params
 from gpt1.training.divergence import TrainingDiverged
+from tasks.params_guard import declared_params, params_files
 from tasks.stage import (
     checkout_commit,
-    declared_params,
     main,
-    params_files,
     record_path,
     verdict_path,
     write_stage_record,
@@ -157,7 +156,8 @@ def test_a_stage_that_succeeds_records_its_time(stage_dir: Path,
     assert _run_stage(slow, caplog) == 0
     assert _verdict(stage_dir) == {"stage": "pretrain", "verdict": "ok", "message": ""}
     record = json.loads((stage_dir / "metrics/stages/pretrain.json").read_text())
-    assert set(record) == {"stage", "seconds", "finished", "commit", "uncommitted_changes"}
+    assert set(record) == {"stage", "seconds", "finished", "commit", "uncommitted_changes",
+                           "params"}
     assert record["stage"] == "pretrain" and 0.3 <= record["seconds"] < 30
     finished = datetime.datetime.fromisoformat(record["finished"])
     assert before <= finished <= datetime.datetime.now(datetime.UTC)
@@ -272,16 +272,21 @@ def test_a_declared_param_changed_mid_run_fails_every_stage_form_under_dvc(
     assert address in status.stdout
 
 
-def test_dvc_is_asked_for_the_declared_params_only_when_a_params_file_changed(
-        stage_dir: Path, caplog: pytest.LogCaptureFixture,
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    """Resolving a stage through DVC costs a second or so: a stage whose params files are as
-    they were at its start never pays it."""
-    def unasked(root: Path, address: str) -> dict[str, list[str]]:
-        raise AssertionError("DVC was asked although no params file changed")
+def test_the_record_holds_the_params_the_stage_ran_with(
+        stage_dir: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Each param the stage declares, with the value it read at its start: a param it does not
+    declare may change meanwhile, and is not recorded."""
+    def edit_other(params: Params) -> None:
+        update_params(Path("params.yaml"), nest({"flows.retries": 3}))
 
-    monkeypatch.setattr("tasks.stage.declared_params", unasked)
-    assert _run_stage(lambda params: None, caplog) == 0
+    assert _run_stage(edit_other, caplog) == 0
+    record = json.loads((stage_dir / "metrics/stages/pretrain.json").read_text())
+    ran_with = {(p["file"], p["key"]): p["value"] for p in record["params"]}
+    assert set(ran_with) == {("params.yaml", "model"), ("params.yaml", "pretrain")}
+    assert ran_with[("params.yaml", "pretrain")]["max_steps"] == 800
+
+
+def test_the_params_files_are_the_default_and_those_a_stage_names(stage_dir: Path) -> None:
     assert params_files(stage_dir) == ["params.yaml"]
     (stage_dir / "dvc.yaml").write_text("stages:\n  s:\n    cmd: x\n    params:\n"
                                         "      - other.yaml:\n          - lr\n      - seed\n")

@@ -3,6 +3,7 @@ processes of this machine, or on a Dask distributed cluster."""
 
 from __future__ import annotations
 
+import asyncio
 import multiprocessing as mp
 import os
 from collections import deque
@@ -11,9 +12,13 @@ from contextlib import ExitStack
 from typing import Any, TypeVar
 
 from gpt1.config import ExecutorParams
+from gpt1.errors import InputError
 
 T = TypeVar("T")
 R = TypeVar("R")
+# How long a Dask scheduler named by executor.address gets to answer before the stage gives up
+# (Dask's own default is 30 s, retried): a scheduler that is up answers in well under a second
+CONNECT_TIMEOUT_SECONDS = 10
 
 
 def resolve_workers(workers: int) -> int:
@@ -65,12 +70,48 @@ def bounded_map(fn: Callable[[T], R], items: Iterable[T], workers: int,
             yield pending.popleft().get()
 
 
+def check_scheduler(address: str, timeout: float | None = None) -> None:
+    """Raise `InputError` naming executor.address unless a Dask scheduler at `address` answers
+    Dask's handshake within `timeout` seconds (default `CONNECT_TIMEOUT_SECONDS`). Dask's own
+    connect waits for the handshake's reply without a limit: a port that takes connections and
+    stays silent, or speaks another protocol, would hold the stage for ever."""
+    from distributed.comm import connect
+    from distributed.comm.addressing import get_address_host_port
+    from distributed.security import Security
+
+    timeout = CONNECT_TIMEOUT_SECONDS if timeout is None else timeout
+    try:
+        get_address_host_port(address)
+    except ValueError as err:  # no port, an unknown scheme
+        raise InputError(f"executor.address: {address!r} is not the address of a Dask "
+                         f"scheduler ({err}): give tcp://host:port") from None
+
+    async def handshake() -> None:
+        comm = await asyncio.wait_for(
+            connect(address, timeout=timeout, **Security().get_connection_args("client")),
+            timeout)
+        await comm.close()
+
+    try:
+        asyncio.run(handshake())
+    except OSError:  # refused or no such host (Dask retries till its timeout), or silent
+        raise InputError(f"executor.address: no Dask scheduler answers at {address} within "
+                         f"{timeout:g} s: start one there (`dask scheduler`), fix the "
+                         "address, or set address: null for a local cluster") from None
+    except MemoryError:  # its first bytes, read as a frame's length: not Dask's protocol
+        raise InputError(f"executor.address: {address} answers, but not as a Dask scheduler (the "
+                         "dashboard's port, say; the scheduler's is 8786 by default): give the "
+                         "scheduler's address") from None
+
+
 def dask_map(fn: Callable[[T], R], items: Iterable[T], address: str | None, workers: int,
              worker_setup: Callable[[], None] | None = None) -> Iterator[R]:
     """`map(fn, items)` in order on the Dask cluster whose scheduler is at `address`, or on a
     local cluster of `workers` single-threaded processes started for the call (None), with at
     most 2 x the cluster's threads jobs in flight: results are fetched in order, so neither
-    the scheduler nor this process holds more than that many, however long `items` is."""
+    the scheduler nor this process holds more than that many, however long `items` is. An
+    `address` that is not one, or where no scheduler answers, is bad input naming
+    executor.address (`check_scheduler`)."""
     from distributed import Client, LocalCluster, WorkerPlugin  # seconds to import: on demand
 
     class Initializer(WorkerPlugin):
@@ -86,7 +127,8 @@ def dask_map(fn: Callable[[T], R], items: Iterable[T], address: str | None, work
                 dashboard_address=None, scheduler_port=0))
             client = stack.enter_context(Client(cluster))
         else:
-            client = stack.enter_context(Client(address))
+            check_scheduler(address)
+            client = stack.enter_context(Client(address, timeout=CONNECT_TIMEOUT_SECONDS))
         if worker_setup is not None:
             client.register_plugin(Initializer())
         threads = max(1, sum(client.nthreads().values()))

@@ -83,7 +83,8 @@ def add_task(params_path: Path, spec: TaskSpec, force: bool = False) -> dict[str
     task = _validated(params_path, spec.name, entry)
     for split in task.files:
         read_task_split(task, root, split)
-    set_task(params_path, spec.name, entry)
+    # under params.yaml's lock, which refuses a task of that name added since _check_name
+    set_task(params_path, spec.name, entry, replace=force)
     return entry
 
 

@@ -1,8 +1,10 @@
 """A GPT-1 pretrained elsewhere as the pipeline's pretrained model (`pretrain.source`): OpenAI's
 released weights, or a HuggingFace `openai-gpt` directory. Each comes with its own BPE, after
 which GPT-1's special tokens are appended, with new token rows drawn as the original drew them
-(`gpt1.interop.openai.special_rows`). The architecture its files state is checked against
-`params.yaml`'s model section before any weight is read: what it says is what is fine-tuned."""
+(`gpt1.interop.openai.special_rows`); a directory `gpt1 export-hf` wrote has those tokens and
+their rows already (`carried_special_rows`), and keeps them. The architecture its files state
+is checked against `params.yaml`'s model section before any weight is read: what it says is
+what is fine-tuned."""
 
 from __future__ import annotations
 
@@ -80,7 +82,8 @@ def import_pretrained(source: Source, folder: Path, model: ModelParams,
     encoder_bpe_40000.json, vocab_40000.bpe) or a HuggingFace directory (`hf`: config.json,
     model.safetensors or pytorch_model.bin, and vocab.json with merges.txt or tokenizer.json),
     checked against `model`, its positions cut to `model.n_ctx`, with `model.dropout`; the new
-    token rows drawn with `seed`."""
+    token rows drawn with `seed` (none for an HF directory that has them already:
+    `carried_special_rows`)."""
     folder = Path(folder)
     if source == "train":
         raise ValueError("pretrain.source train pretrains here: there is nothing to import")
@@ -107,10 +110,28 @@ def _hf_directory(folder: Path, model: ModelParams, seed: int) -> Pretrained:
     check_architecture(Architecture(cfg.n_ctx, cfg.n_embd, cfg.n_layer, cfg.n_head), model,
                        folder / "config.json")
     tokenizer, tokenizer_path = hf_tokenizer(folder)
-    check_vocabulary(tokenizer, cfg.vocab_size, tokenizer_path, "config.json (vocab_size)")
+    n_tokens = tokenizer.get_vocab_size(with_added_tokens=False)
+    carried = carried_special_rows(tokenizer_path, n_tokens, cfg.vocab_size)
+    check_vocabulary(tokenizer, cfg.vocab_size - carried, tokenizer_path,
+                     "config.json (vocab_size)")
     base, _ = load_hf_model(folder, cfg)
-    weights = adapted(base, model.n_ctx, len(SPECIAL_TOKENS), seed, model.dropout)
+    weights = adapted(base, model.n_ctx, len(SPECIAL_TOKENS) - carried, seed, model.dropout)
     return Pretrained(weights, tokenizer)
+
+
+def carried_special_rows(tokenizer_path: Path, n_tokens: int, token_rows: int) -> int:
+    """How many of GPT-1's special tokens an HF directory's model has token rows for already:
+    all of them where its `tokenizer.json` lists them, in GPT-1's order, right after its
+    `n_tokens` tokens, and the model has `token_rows` = `n_tokens` + one row for each (what
+    `gpt1 export-hf` writes: our model's own rows for them, which are kept); else none (the
+    released layout, whose rows an import appends)."""
+    if tokenizer_path.name != HF_TOKENIZER or token_rows != n_tokens + len(SPECIAL_TOKENS):
+        return 0
+    added = json.loads(tokenizer_path.read_text(encoding="utf-8")).get("added_tokens")
+    ids = ({entry.get("content"): entry.get("id") for entry in added if isinstance(entry, dict)}
+           if isinstance(added, list) else {})
+    wanted = {token: n_tokens + i for i, token in enumerate(SPECIAL_TOKENS)}
+    return len(SPECIAL_TOKENS) if all(ids.get(t) == i for t, i in wanted.items()) else 0
 
 
 def hf_tokenizer(folder: Path) -> tuple[Tokenizer, Path]:

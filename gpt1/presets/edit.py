@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import fcntl
 import io
+import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
 
@@ -74,25 +77,81 @@ def _yaml() -> YAML:
     return yaml_rt
 
 
+def _target(params_path: Path) -> Path:
+    """The file an edit of `params_path` rewrites: itself, or, for a symbolic link (or a chain of
+    them), the file it points to, so that the link stays a link and the file it shares is
+    edited where it lies."""
+    if not params_path.is_file():  # a dangling link is no file either
+        if params_path.is_symlink():
+            raise ParamsError(f"{params_path}: a link to {os.readlink(params_path)}, which is "
+                              "not found")
+        raise ParamsError(f"{params_path}: not found")
+    return params_path.resolve() if params_path.is_symlink() else params_path
+
+
+def _check_writable(params_path: Path, target: Path) -> None:
+    """Refuse, naming `params_path`, an edit that could not write `target`: a read-only file
+    (no write permission for anyone, or none for this user), or a folder in which the new
+    version cannot be written beside it before it is renamed into place."""
+    link = f" (a link to {target})" if target != params_path else ""
+    mode = target.stat().st_mode & 0o7777
+    if not mode & 0o222 or not os.access(target, os.W_OK):
+        raise ParamsError(f"{params_path}{link}: read-only (mode {mode:04o}): make it writable "
+                          "(chmod u+w) to edit it")
+    if not os.access(target.parent, os.W_OK | os.X_OK):
+        raise ParamsError(f"{params_path}{link}: its folder {target.parent} is read-only, and an "
+                          "edit writes the new version beside it before renaming it into place: "
+                          "make the folder writable")
+
+
+@contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """Hold an exclusive `flock` on file `path` itself for the block, so that edits made at once
+    (`gpt1 set` in two shells) are made one after the other, none lost. An edit replaces the
+    file by a rename: a lock won on the file it replaced is let go and taken on the new one."""
+    while True:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        current = False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            held, now = os.fstat(fd), os.stat(path)
+            current = (held.st_dev, held.st_ino) == (now.st_dev, now.st_ino)
+        finally:
+            if not current:
+                os.close(fd)
+        if current:
+            break
+    try:
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
 def _edit(params_path: Path, change: Callable[[dict], None]) -> None:
     """Apply `change` to `params_path`'s mapping, keeping its comments and order; the result
-    is validated before anything is written."""
+    is validated before anything is written. The file is read, changed and written under an
+    exclusive lock on it (`_locked`), which every writer of params.yaml takes; a link is edited
+    where it points (`_target`)."""
     yaml_rt = _yaml()
-    if not params_path.is_file():
-        raise ParamsError(f"{params_path}: not found")
-    try:
-        data = yaml_rt.load(params_path.read_text(encoding="utf-8"))
-    except YAMLError as err:
-        raise yaml_error(params_path, err) from None
-    except UnicodeDecodeError as err:
-        raise ParamsError(f"{params_path}: not UTF-8 text (byte {err.start})") from None
-    if not isinstance(data, dict):
-        raise ParamsError(f"{params_path}: expected a mapping of sections, found "
-                          f"{type(data).__name__}")
-    change(data)
-    parse_params(data, params_path)
-    with atomic_file(params_path) as tmp, tmp.open("w", encoding="utf-8") as fh:
-        yaml_rt.dump(data, fh)
+    target = _target(params_path)
+    _check_writable(params_path, target)
+    with _locked(target):
+        try:
+            data = yaml_rt.load(target.read_text(encoding="utf-8"))
+        except YAMLError as err:
+            raise yaml_error(params_path, err) from None
+        except UnicodeDecodeError as err:
+            raise ParamsError(f"{params_path}: not UTF-8 text (byte {err.start})") from None
+        if not isinstance(data, dict):
+            raise ParamsError(f"{params_path}: expected a mapping of sections, found "
+                              f"{type(data).__name__}")
+        change(data)
+        parse_params(data, params_path)
+        try:
+            with atomic_file(target) as tmp, tmp.open("w", encoding="utf-8") as fh:
+                yaml_rt.dump(data, fh)
+        except PermissionError as err:  # a temporary's name would say nothing to the user
+            raise PermissionError(err.errno, err.strerror, str(params_path)) from None
 
 
 def _mapping(node: object, where: str, dotted: str) -> dict:
@@ -152,13 +211,17 @@ def task_yaml(name: str, entry: dict) -> str:
     return out.getvalue()
 
 
-def set_task(params_path: Path, name: str, entry: dict, request: bool = True) -> None:
-    """Write registry task `name` as `entry` (in place of one of that name) into `params_path`,
-    and, with `request`, add it to the `finetune.tasks` list (under `all` it runs already);
-    validated before anything is written, comments kept."""
+def set_task(params_path: Path, name: str, entry: dict, request: bool = True,
+             replace: bool = True) -> None:
+    """Write registry task `name` as `entry` (in place of one of that name, unless not
+    `replace`) into `params_path`, and, with `request`, add it to the `finetune.tasks` list
+    (under `all` it runs already); validated before anything is written, comments kept."""
 
     def change(data: dict) -> None:
         tasks = _mapping(data.get("tasks"), "tasks.", f"tasks.{name}")
+        if not replace and name in tasks:  # added since the caller looked: under the lock now
+            raise ParamsError(f"tasks.{name} is already in {params_path}: choose another name, "
+                              "or --force to replace it")
         tasks[name] = _task_layout(entry)
         finetune = _mapping(data.get("finetune"), "finetune.", "finetune.tasks")
         requested = finetune.get("tasks")

@@ -10,8 +10,19 @@ from typing import Any
 import polars as pl
 
 from gpt1.config import Params
-from gpt1.errors import MissingInputError
-from gpt1.records import read_record
+from gpt1.errors import InputError
+from gpt1.records import (
+    AblationMetrics,
+    FinetuneMetrics,
+    Generated,
+    LmEvalMetrics,
+    PretrainMetrics,
+    Record,
+    StageRecord,
+    TransferMetrics,
+    ZeroShotMetrics,
+    read_record,
+)
 
 Result = dict[str, Any]  # one metrics file, as read
 
@@ -54,15 +65,14 @@ class RunData:
     generated: Result | None  # the text the pretrained model wrote; None where absent
 
 
-def read_json(path: Path, stage: str) -> Result:
-    """A metrics file, naming the stage that writes it where it is absent or damaged."""
-    if not path.is_file():
-        raise MissingInputError(f"{path}: not found (run {stage} first)")
-    return read_record(path, stage)
+def read_json(path: Path, stage: str, schema: type[Record]) -> Result:
+    """A metrics file of `schema`'s shape, naming the stage that writes it where it is absent
+    or damaged."""
+    return read_record(path, stage, schema)
 
 
-def _optional(path: Path, stage: str) -> Result | None:
-    return read_json(path, stage) if path.is_file() else None
+def _optional(path: Path, stage: str, schema: type[Record]) -> Result | None:
+    return read_json(path, stage, schema) if path.exists() else None
 
 
 def read_curves(live: Path) -> pl.DataFrame:
@@ -80,35 +90,65 @@ def read_curves(live: Path) -> pl.DataFrame:
 
 def read_stage_records(folder: Path) -> list[Result]:
     """Every stage record under `folder`, oldest first."""
-    records = [read_record(p, p.stem if p.parent == folder else f"{p.parent.name}@{p.stem}")
-               for p in sorted(folder.rglob("*.json"))]
+    records = [read_record(p, p.stem if p.parent == folder else f"{p.parent.name}@{p.stem}",
+                           StageRecord) for p in sorted(folder.rglob("*.json"))]
     return sorted(records, key=lambda r: r.get("finished") or "")
 
 
 def read_finetune(params: Params, files: RunFiles, root: Path = Path()) -> dict[str, Result]:
     """Every registry task's metrics/finetune/<task>.json under `root`."""
-    return {task: read_json(root / files.finetune / f"{task}.json", f"finetune@{task}")
+    return {task: read_json(root / files.finetune / f"{task}.json", f"finetune@{task}",
+                            FinetuneMetrics)
             for task in params.tasks}
+
+
+def check_transfer_links(transfer: dict[str, Result], ablation: dict[str, dict[str, Result]],
+                         files: RunFiles, root: Path = Path()) -> None:
+    """Each end of a transfer file that points to a Table 5 cell (`from_ablation`) finds that
+    cell's runs at the transfer's train size; InputError, naming the file, where it does not
+    (a file older than the cell's, or edited)."""
+    for task, result in transfer.items():
+        if not result["run"]:
+            continue
+        for k in range(result["n_layer"] + 1):
+            variant = (result.get(f"layers_{k}") or {}).get("from_ablation")
+            if variant is None:
+                continue
+            cell = ablation.get(variant, {}).get(task)
+            size = result["max_train_examples"]
+            if cell is None or not cell["run"] or sum(
+                    cell[key]["max_train_examples"] == size for key in cell["sizes"]) != 1:
+                raise InputError(
+                    f"{root / files.transfer / f'{task}.json'}: layers_{k} takes its runs from "
+                    f"ablation@{variant}-{task}, whose metrics file holds no one train size of "
+                    f"max_train_examples {size}; run `dvc repro --force transfer@{task}` to "
+                    "write it again")
 
 
 def read_run(params: Params, files: RunFiles, root: Path = Path()) -> RunData:
     """The files under `root` of every stage params declares; FileNotFoundError, naming the
-    stage to run, for a metrics file that is absent."""
+    stage to run, for a metrics file that is absent; InputError, naming the file and the stage
+    to run again, for one that is damaged."""
     analysis = params.analysis
+    pretrain = read_json(root / files.pretrain, "pretrain", PretrainMetrics)
+    pretrain_lstm = _optional(root / files.pretrain_lstm, "pretrain_lstm", PretrainMetrics)
+    lm_eval = read_json(root / files.lm_eval, "lm_eval", LmEvalMetrics)
+    finetune = read_finetune(params, files, root)
+    ablation = {variant: {task: read_json(root / files.ablation / variant / f"{task}.json",
+                                          f"ablation@{variant}-{task}", AblationMetrics)
+                          for task in analysis.ablation.tasks}
+                for variant in analysis.ablation.variants}
+    transfer = {task: read_json(root / files.transfer / f"{task}.json", f"transfer@{task}",
+                                TransferMetrics)
+                for task in analysis.transfer.tasks}
+    check_transfer_links(transfer, ablation, files, root)
     return RunData(
-        pretrain=read_json(root / files.pretrain, "pretrain"),
-        pretrain_lstm=_optional(root / files.pretrain_lstm, "pretrain_lstm"),
-        lm_eval=read_json(root / files.lm_eval, "lm_eval"),
-        finetune=read_finetune(params, files, root),
-        ablation={variant: {task: read_json(root / files.ablation / variant / f"{task}.json",
-                                            f"ablation@{variant}-{task}")
-                            for task in analysis.ablation.tasks}
-                  for variant in analysis.ablation.variants},
-        transfer={task: read_json(root / files.transfer / f"{task}.json", f"transfer@{task}")
-                  for task in analysis.transfer.tasks},
-        zero_shot={task: read_json(root / files.zero_shot / f"{task}.json", f"zero_shot@{task}")
+        pretrain=pretrain, pretrain_lstm=pretrain_lstm, lm_eval=lm_eval, finetune=finetune,
+        ablation=ablation, transfer=transfer,
+        zero_shot={task: read_json(root / files.zero_shot / f"{task}.json", f"zero_shot@{task}",
+                                   ZeroShotMetrics)
                    for task in analysis.zero_shot.tasks},
         stages=read_stage_records(root / files.stages),
         curves=read_curves(root / files.pretrain_live),
-        generated=_optional(root / files.generated, "lm_eval"),
+        generated=_optional(root / files.generated, "lm_eval", Generated),
     )

@@ -29,6 +29,7 @@ import torch
 from gpt1.atomic import atomic_dir, atomic_file, write_text
 from gpt1.model.registry import save_model
 from gpt1.model.trunk import Trunk
+from gpt1.records import RecordError, RunSettings, read_record
 
 log = logging.getLogger(__name__)
 
@@ -178,10 +179,21 @@ def _os_error(err: BaseException | None) -> OSError | None:
     return err
 
 
+def _recorded_settings(run_file: Path) -> dict[str, Any] | None:
+    """The settings another run's `run.json` records; None, with a warning, where it is damaged:
+    its checkpoints are then a run of unknown settings, never resumed or extended from."""
+    try:
+        return read_record(run_file, "pretrain", RunSettings)
+    except RecordError as err:
+        log.warning("%s: damaged (%s): its checkpoints are kept as a run of unknown settings, "
+                    "never resumed or extended from", run_file, err.detail)
+        return None
+
+
 @dataclass(frozen=True)
 class StoredRun:
     """Another run's checkpoint folder, with the settings its `run.json` records (None for a
-    folder without one)."""
+    folder without one, or with a damaged one)."""
 
     store: CheckpointStore
     settings: dict[str, Any] | None
@@ -210,7 +222,7 @@ class CheckpointRuns:
             if not folder.is_dir() or folder == current.directory:
                 continue
             run_file = folder / RUN_FILE
-            settings = json.loads(run_file.read_text()) if run_file.is_file() else None
+            settings = _recorded_settings(run_file) if run_file.is_file() else None
             fingerprint = settings_fingerprint(settings) if settings is not None else ""
             store = CheckpointStore(folder, fingerprint, current.keep, settings)
             if store.paths():

@@ -22,7 +22,7 @@ from gpt1.corpus.shards import cross_entropy, read_verified_split, unigram_log_p
 from gpt1.corpus.text import TextCleaner
 from gpt1.errors import InputError
 from gpt1.model.trunk import Trunk
-from gpt1.records import read_record
+from gpt1.records import PretrainLosses, TrainManifest, read_record
 from gpt1.training.device import Placement, autocast
 
 log = logging.getLogger(__name__)
@@ -114,7 +114,7 @@ def figures(loss: TextLoss, unigram: float | None) -> dict[str, Any]:
 def train_unigram(shards_dir: Path, vocab_size: int) -> np.ndarray:
     """The log-frequencies of the tokens of the train shards in `shards_dir`, verified against
     its manifest (stage `tokenize`'s)."""
-    manifest = read_record(shards_dir / "manifest.json", "tokenize")
+    manifest = read_record(shards_dir / "manifest.json", "tokenize", TrainManifest)
     train = read_verified_split(shards_dir / "train", manifest["splits"]["train"]["shards"])
     return unigram_log_probs(train, vocab_size)
 
@@ -148,7 +148,7 @@ def heldout_metrics(params: Params, files: list[Path], model: Trunk, tokenizer: 
         log.info("%s: %s", source, scored[source])
     total = TextLoss(sum(loss.nats for loss in losses), sum(loss.tokens for loss in losses),
                      sum(loss.words for loss in losses))
-    pretrained = read_record(pretrain_metrics, "pretrain")
+    pretrained = read_record(pretrain_metrics, "pretrain", PretrainLosses)
     return {"run": True, "files": scored,
             "all": figures(total, None if unigram is None else cross_entropy(unigram, streams)),
             "val_loss": pretrained.get("val_loss"),  # none for an imported model

@@ -31,7 +31,7 @@ from gpt1.model.lstm import LSTMConfig, width_for_parameters
 from gpt1.model.registry import build_trunk, save_model
 from gpt1.model.transformer import GPT1Config
 from gpt1.model.trunk import TrunkConfig
-from gpt1.records import read_record
+from gpt1.records import Manifest, PretrainManifest, Record, read_record
 from gpt1.training.checkpoint import CheckpointRuns, CheckpointStore, StopRequested
 from gpt1.training.device import resolve_compile, resolve_device
 from gpt1.training.distributed import process_group
@@ -154,14 +154,15 @@ def copy_snapshots(checkpoints: CheckpointStore, snapshots: list[int], max_steps
             shutil.copytree(kept[step], out / kept[step].name)
 
 
-def read_manifest(shards: Path, vocab_size: int,
-                  tokenizer_path: Path) -> tuple[str, dict[str, Any]]:
+def read_manifest(shards: Path, vocab_size: int, tokenizer_path: Path,
+                  schema: type[Record] = Manifest) -> tuple[str, dict[str, Any]]:
     """The manifest stage tokenize wrote beside the shards in `shards`: its text (the run's
-    fingerprint hashes it) and its content, checked against the `vocab_size` of the tokenizer
-    at `tokenizer_path`."""
+    fingerprint hashes it) and its content, of `schema`'s shape (what the caller reads of it:
+    `PretrainManifest` for pretraining), checked against the `vocab_size` of the tokenizer at
+    `tokenizer_path`."""
     path = shards / "manifest.json"
-    text = path.read_text()
-    manifest = read_record(path, "tokenize")
+    manifest = read_record(path, "tokenize", schema)
+    text = path.read_text(encoding="utf-8", errors="replace")  # parsed above: UTF-8 as written
     if manifest["vocab_size"] != vocab_size:
         raise InputError(f"{path}: vocab_size {manifest['vocab_size']} does not match "
                          f"{tokenizer_path} ({vocab_size}); re-run tokenize")
@@ -246,7 +247,8 @@ def pretrain_job(params: Params, trunk: str, outputs: PretrainOutputs, shards: P
         return import_source(params, outputs)
     tokenizer_path = bpe / "tokenizer.json"
     tokenizer = GPT1Tokenizer.load(tokenizer_path)
-    manifest_text, manifest = read_manifest(shards, tokenizer.vocab_size, tokenizer_path)
+    manifest_text, manifest = read_manifest(shards, tokenizer.vocab_size, tokenizer_path,
+                                            PretrainManifest)
     splits = manifest["splits"]
     train = read_verified_split(shards / "train", splits["train"]["shards"])
     val = read_verified_split(shards / "val", splits["val"]["shards"])

@@ -1,0 +1,128 @@
+"""The folders a command writes (`--out` of export-hf, import-hf, import-openai and predict): a
+folder git, DVC or the pipeline owns is refused whatever `--force` says, in one line naming it,
+and left as it was: `.git` and `.dvc` and anything in them, the checkout's root and any folder
+above it, DVC's cache where `dvc cache dir` moved it, a stage's output and anything in it, and
+a folder a stage's output lies in (artifacts/, holding checkpoints DVC cannot restore). A
+folder of the user's own is still replaced with --force."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from gpt1.cli import app
+from gpt1.interop.hf import export_hf
+from gpt1.model.registry import save_model
+from gpt1.model.transformer import GPT1, GPT1Config
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+REFUSED = "refusing to write there, even with --force: write elsewhere"
+
+
+@pytest.fixture()
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A checkout (its dvc.yaml, .git, .dvc with its cache moved out by `dvc cache dir`) with
+    pipeline outputs and the pretraining checkpoints beside them, as the working directory; a
+    model to export and its HF directory to import lie outside it."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    shutil.copy(REPO / "dvc.yaml", repo / "dvc.yaml")
+    (repo / ".git").mkdir()
+    (repo / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    (repo / ".dvc" / "tmp").mkdir(parents=True)
+    (repo / ".dvc" / "config").write_text("[core]\n    analytics = false\n[cache]\n"
+                                          "    dir = ../../dvc-cache\n")
+    cache = tmp_path / "dvc-cache" / "files" / "md5" / "ab"
+    cache.mkdir(parents=True)
+    (cache / "cdef").write_text("cached")
+    for rel in ("artifacts/bpe/tokenizer.json", "artifacts/pretrain/model.safetensors",
+                "artifacts/checkpoints/pretrain/step-00000020.pt", "metrics/pretrain.json"):
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (repo / rel).write_text(rel)
+    torch.manual_seed(0)
+    model = tmp_path / "model"
+    model.mkdir()
+    save_model(GPT1(GPT1Config(vocab_size=20, n_ctx=8, n_embd=8, n_layer=1, n_head=2)), model)
+    export_hf(model, tmp_path / "hf")
+    monkeypatch.chdir(repo)
+    return repo
+
+
+def snapshot(folder: Path) -> dict[str, bytes | None]:
+    return {str(p.relative_to(folder)): p.read_bytes() if p.is_file() else None
+            for p in sorted(folder.rglob("*"))}
+
+
+def invoke(*args: str | Path) -> tuple[int, str]:
+    result = CliRunner().invoke(app, [str(a) for a in args])
+    return result.exit_code, result.output
+
+
+def _commands(tmp_path: Path) -> dict[str, tuple[str | Path, ...]]:
+    return {"export-hf": ("export-hf", "--model", tmp_path / "model", "--force"),
+            "import-hf": ("import-hf", "--hf", tmp_path / "hf", "--force"),
+            "import-openai": ("import-openai", "--release", tmp_path / "nowhere", "--force")}
+
+
+@pytest.mark.parametrize("command", ["export-hf", "import-hf", "import-openai"])
+def test_force_never_replaces_what_git_dvc_or_the_pipeline_owns(project: Path, tmp_path: Path,
+                                                                command: str) -> None:
+    cache = (tmp_path / "dvc-cache").resolve()
+    dvc_yaml = project.resolve() / "dvc.yaml"
+    refused = {
+        ".": f"--out .: the root of the repository at {project.resolve()}; {REFUSED}",
+        "..": f"--out ..: holds the repository at {project.resolve()}; {REFUSED}",
+        str(project): f"--out {project}: the root of the repository at {project.resolve()}; "
+                      f"{REFUSED}",
+        ".git": f"--out .git: inside {project.resolve() / '.git'}, git's own state; {REFUSED}",
+        ".git/hf": f"--out .git/hf: inside {project.resolve() / '.git'}, git's own state; "
+                   f"{REFUSED}",
+        ".dvc/tmp": f"--out .dvc/tmp: inside {project.resolve() / '.dvc'}, DVC's own state and "
+                    f"cache; {REFUSED}",
+        str(cache): f"--out {cache}: the DVC cache of {project.resolve()}; {REFUSED}",
+        str(cache / "files"): f"--out {cache / 'files'}: inside {cache}, DVC's cache; {REFUSED}",
+        "artifacts": f"--out artifacts: holds bpe, checkpoints, pretrain; outputs of stages bpe, "
+                     f"finetune, lm_eval and 2 more in {dvc_yaml} lie inside it; refusing to "
+                     "replace it, even with --force: write elsewhere",
+        "metrics": f"--out metrics: holds pretrain.json; outputs of stages ablation, bpe, clean "
+                   f"and 10 more in {dvc_yaml} lie inside it; refusing to replace it, even with "
+                   "--force: write elsewhere",
+        "artifacts/pretrain": f"--out artifacts/pretrain: inside artifacts/pretrain, an output "
+                              f"of stage pretrain in {dvc_yaml}; DVC owns what is there: write "
+                              "elsewhere",
+    }
+    before = snapshot(tmp_path)
+    for out, message in refused.items():
+        code, output = invoke(*_commands(tmp_path)[command], "--out", out)
+        assert (code, output) == (2, f"error: {message}\n"), out
+    assert snapshot(tmp_path) == before
+
+
+def test_a_folder_of_ones_own_is_still_replaced_with_force(project: Path, tmp_path: Path) -> None:
+    mine = project / "exports" / "hf"
+    mine.mkdir(parents=True)
+    (mine / "notes.txt").write_text("mine")
+    code, output = invoke("export-hf", "--model", tmp_path / "model", "--out", mine)
+    assert code == 2 and "(--force replaces it)" in output, output
+    code, output = invoke("export-hf", "--model", tmp_path / "model", "--out", mine, "--force")
+    assert code == 0, output
+    assert not (mine / "notes.txt").exists() and (mine / "model.safetensors").is_file()
+    # the pretraining checkpoints are a folder of no stage's output: outside its checks
+    assert (project / "artifacts/checkpoints/pretrain/step-00000020.pt").is_file()
+
+
+def test_predict_never_writes_into_git_or_dvc_state(project: Path, tmp_path: Path) -> None:
+    before = snapshot(tmp_path)
+    for out, where, what in ((".git/rows.csv", ".git", "git's own state"),
+                             (".dvc/rows.csv", ".dvc", "DVC's own state and cache")):
+        code, output = invoke("predict", "--model", tmp_path / "model", "--input",
+                              tmp_path / "rows.csv", "--out", out)
+        assert (code, output) == (2, f"error: --out {out}: inside {project.resolve() / where}, "
+                                     f"{what}; {REFUSED}\n")
+    assert snapshot(tmp_path) == before
