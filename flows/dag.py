@@ -8,6 +8,8 @@ import networkx as nx
 from dvc.repo import Repo
 from dvc.stage import Stage
 
+from gpt1.errors import InputError
+
 
 def _address(stage: Stage, repo_root: Path) -> str:
     """How `dvc repro` run in `repo_root` names the stage: `finetune@sst2`, or `sub/dvc.yaml:x`
@@ -36,7 +38,8 @@ def _around(repo_root: Path, target: str, downstream: bool) -> list[str]:
     """`target`, the stages it needs and, if `downstream`, those that need it, in run order."""
     graph, _ = _graph(repo_root)
     if target not in graph:
-        raise ValueError(f"no stage {target!r} in dvc.yaml; stages: {sorted(graph.nodes)}")
+        # a deployment's parameter (`-p task=...`): the user's input, not retried
+        raise InputError(f"no stage {target!r} in dvc.yaml; stages: {sorted(graph.nodes)}")
     wanted = {target} | nx.descendants(graph, target)  # edges point at what a stage needs
     if downstream:
         wanted |= nx.ancestors(graph, target)

@@ -16,6 +16,7 @@ import pytest
 
 from flows.dag import rerun_order, run_order, upstream_order
 from gpt1.config import load_params
+from gpt1.errors import InputError
 from tests.conftest import REPO, analysis_stages, dvc, edit_params, only_sst2, run
 
 pytestmark = pytest.mark.e2e
@@ -33,7 +34,7 @@ def test_stage_order_comes_from_dvc_yaml() -> None:
                                                   "report"]
     assert upstream_order(REPO, "finetune@sst2") == ["ingest", "clean", "bpe", "tokenize",
                                                      "pretrain", "finetune@sst2"]
-    with pytest.raises(ValueError, match="no stage 'finetune@nope'"):
+    with pytest.raises(InputError, match="no stage 'finetune@nope'"):  # a deployment's -p
         rerun_order(REPO, "finetune@nope")
 
 
