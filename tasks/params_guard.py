@@ -21,10 +21,12 @@ from typing import Any
 
 from ruamel.yaml import YAMLError
 
+from gpt1.atomic import write_text
 from gpt1.config import ParamsError, read_yaml
 
 log = logging.getLogger(__name__)
 
+DECLARED_CACHE = Path(".dvc/tmp/gpt1-declared-params.json")  # every stage's, for one dvc.yaml
 WATCH_LOG = Path(".dvc/tmp/gpt1-params-guard.log")  # what watchers say, DVC's stderr no terminal
 WATCH_SECONDS = 3600.0  # the most a watcher waits for DVC to lock its run (hashing large outputs)
 POLL_SECONDS = 0.1
@@ -38,15 +40,34 @@ def declared_params(root: Path, address: str) -> Declared:
     """The params the stage at `address` (`pretrain`, `finetune@sst2`, `ablation@full-sst2`)
     declares, as DVC itself resolves them from its stage index (foreach, matrix and `${...}`
     interpolation alike): each params file (relative to `root`) with its keys (none: the whole
-    file). These are the values DVC records in dvc.lock once the stage succeeds."""
+    file). These are the values DVC records in dvc.lock once the stage succeeds. DVC resolves
+    every stage at once, kept in `DECLARED_CACHE` until dvc.yaml or a params file changes: the
+    stages of one `dvc repro` pay for DVC's import and resolution (a third of a second) once."""
+    names = params_files(root)
+    digest = hashlib.sha256()
+    for name in ["dvc.yaml", *names]:
+        path = root / name
+        digest.update(name.encode() + b"\0" + (path.read_bytes() if path.is_file() else b"-"))
+    cache = root / DECLARED_CACHE
+    with suppress(OSError, ValueError):
+        kept = json.loads(cache.read_text(encoding="utf-8"))
+        if kept["key"] == digest.hexdigest() and address in kept["stages"]:
+            return kept["stages"][address]
+    stages = _resolve(root)
+    write_text(cache, json.dumps({"key": digest.hexdigest(), "stages": stages}) + "\n")
+    return stages[address]
+
+
+def _resolve(root: Path) -> dict[str, Declared]:
+    """Every stage's declared params, by address, as DVC resolves them."""
     # DVC is imported only here: a stage run by hand needs none of it
     from dvc.dependency.param import ParamsDependency
     from dvc.repo import Repo
 
     with Repo(str(root)) as repo:
-        (stage,) = repo.stage.collect(f"{root / 'dvc.yaml'}:{address}")  # not cwd's
-    return {dep.def_path: list(dep.params) for dep in stage.deps
-            if isinstance(dep, ParamsDependency)}
+        return {stage.addressing: {dep.def_path: list(dep.params) for dep in stage.deps
+                                   if isinstance(dep, ParamsDependency)}
+                for stage in repo.index.stages}
 
 
 def params_files(root: Path) -> list[str]:
@@ -90,8 +111,7 @@ def check_params_unchanged(root: Path, address: str, at_start: Texts) -> RanWith
     """The params the stage at `address` declares, with the values it read at its start
     (`at_start`: the params files then), for its record. Fails if any changed while it ran: DVC
     reads the params files after the command ends, and would record the new value beside
-    outputs made with the old one. Asks DVC which keys the stage declares (about half a
-    second)."""
+    outputs made with the old one. Asks DVC which keys the stage declares (`declared_params`)."""
     declared = declared_params(root, address)
     before = _values(at_start, declared)
     now = read_files(root, list(at_start))
