@@ -36,14 +36,14 @@ Declared = dict[str, list[str]]  # params file -> the keys a stage declares (non
 RanWith = list[dict[str, Any]]  # {"file", "key", "value"} of each declared param, as recorded
 
 
-def declared_params(root: Path, address: str) -> Declared:
+def declared_params(root: Path, address: str, names: list[str] | None = None) -> Declared:
     """The params the stage at `address` (`pretrain`, `finetune@sst2`, `ablation@full-sst2`)
     declares, as DVC itself resolves them from its stage index (foreach, matrix and `${...}`
     interpolation alike): each params file (relative to `root`) with its keys (none: the whole
     file). These are the values DVC records in dvc.lock once the stage succeeds. DVC resolves
     every stage at once, kept in `DECLARED_CACHE` until dvc.yaml or a params file changes: the
     stages of one `dvc repro` pay for DVC's import and resolution (a third of a second) once."""
-    names = params_files(root)
+    names = params_files(root) if names is None else names
     digest = hashlib.sha256()
     for name in ["dvc.yaml", *names]:
         path = root / name
@@ -112,7 +112,7 @@ def check_params_unchanged(root: Path, address: str, at_start: Texts) -> RanWith
     (`at_start`: the params files then), for its record. Fails if any changed while it ran: DVC
     reads the params files after the command ends, and would record the new value beside
     outputs made with the old one. Asks DVC which keys the stage declares (`declared_params`)."""
-    declared = declared_params(root, address)
+    declared = declared_params(root, address, list(at_start))
     before = _values(at_start, declared)
     now = read_files(root, list(at_start))
     after = before if now == at_start else _values(now, declared)

@@ -20,7 +20,13 @@ from ruamel.yaml import YAMLError
 from gpt1.atomic import sweep_stale, write_text
 from gpt1.config import Params, ParamsError, load_params, read_yaml, yaml_error
 from gpt1.errors import describe, is_input_error
-from tasks.params_guard import RanWith, check_params_unchanged, params_files, read_files, watch_lock
+from tasks.params_guard import (
+    RanWith,
+    check_params_unchanged,
+    params_files,
+    read_files,
+    watch_lock,
+)
 from tasks.paths import STAGE_RECORDS
 
 log = logging.getLogger(__name__)
@@ -127,6 +133,12 @@ def _yaml(root: Path, name: str, note: str = "") -> Any:
         raise ParamsError(f"{yaml_error(Path(name), err)}{note}") from None
 
 
+def _contents(root: Path, names: list[str]) -> dict[str, bytes | None]:
+    """The bytes of each of `names` under `root` (None for one that does not exist)."""
+    return {name: (root / name).read_bytes() if (root / name).is_file() else None
+            for name in names}
+
+
 def check_yaml(root: Path, names: list[str], note: str = "") -> None:
     """ParamsError naming the first of the files `names` under `root` (dvc.yaml, the params
     files) that is not UTF-8 YAML, and its line, with `note` after: the user's input, which the
@@ -192,6 +204,7 @@ def main(name: str, run: Callable[..., None], argv: list[str] | None = None,
     params: Params | None = None
     names: list[str] = []
     at_start: dict[str, str | None] = {}
+    user_files: dict[str, bytes | None] = {}
     try:
         if main_process:
             sweep_temporaries(root or Path())
@@ -201,11 +214,13 @@ def main(name: str, run: Callable[..., None], argv: list[str] | None = None,
             check_yaml(root, names)
             # read before the params are: a change in between then shows as a change
             at_start = read_files(root, names)
+            user_files = _contents(root, ["dvc.yaml", *names])
         params = load_params(params_path)
         run(params, **args)
         if root and address:
-            check_yaml(root, ["dvc.yaml", *names], "; it changed while the stage ran: mend it "
-                                                   "and run the stage again")
+            if _contents(root, ["dvc.yaml", *names]) != user_files:  # else checked at the start
+                check_yaml(root, ["dvc.yaml", *names], "; it changed while the stage ran: "
+                                                       "mend it and run the stage again")
             ran_with = check_params_unchanged(root, address, at_start)
             if main_process:  # one record, whose run a watcher follows until DVC locks it
                 record = write_stage_record(address, time.perf_counter() - started, root,
