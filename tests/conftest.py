@@ -402,3 +402,18 @@ def assert_tables_well_formed(lines: list[str]) -> None:
             while k < len(lines) and lines[k].startswith("|"):
                 assert lines[k].count("|") == width, lines[k]
                 k += 1
+
+
+@pytest.fixture()
+def stage_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A checkout's dvc.yaml and params.yaml in a DVC project, and the environment DVC gives a
+    stage's command."""
+    from dvc.repo import Repo  # DVC's import only where a test asks for it
+
+    for name in ("dvc.yaml", "params.yaml"):
+        shutil.copy(REPO / name, tmp_path / name)
+    Repo.init(str(tmp_path), no_scm=True).close()
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DVC_ROOT", str(tmp_path))
+    monkeypatch.setenv("DVC_STAGE", "pretrain")
+    return tmp_path

@@ -7,12 +7,10 @@ from __future__ import annotations
 import datetime
 import errno
 import json
-import logging
 import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -31,6 +29,7 @@ from tasks.stage import (
     write_stage_record,
 )
 from tests.conftest import REPO, run
+from tests.stage_shell import run_stage
 
 
 def test_declared_params_are_what_dvc_resolves_for_every_stage_form() -> None:
@@ -44,33 +43,13 @@ def test_declared_params_are_what_dvc_resolves_for_every_stage_form() -> None:
     assert not any("$" in key or "None" in key for key in ablation)
 
 
-@pytest.fixture()
-def stage_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A checkout's dvc.yaml and params.yaml in a DVC project, and the environment DVC gives a
-    stage's command."""
-    for name in ("dvc.yaml", "params.yaml"):
-        shutil.copy(REPO / name, tmp_path / name)
-    Repo.init(str(tmp_path), no_scm=True).close()
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("DVC_ROOT", str(tmp_path))
-    monkeypatch.setenv("DVC_STAGE", "pretrain")
-    return tmp_path
-
-
-def _run_stage(run: Callable[[Params], None], caplog: pytest.LogCaptureFixture) -> int:
-    with caplog.at_level(logging.INFO, logger="tasks.stage"), pytest.raises(SystemExit) as stopped:
-        main("pretrain", run, argv=[])
-        raise SystemExit(0)
-    return int(stopped.value.code)
-
-
 def test_a_param_changed_while_the_stage_ran_fails_it(stage_dir: Path,
                                                       caplog: pytest.LogCaptureFixture) -> None:
     def edit_mid_run(params: Params) -> None:
         assert params.pretrain.max_steps == 800  # what the stage trains with (params.yaml)
         update_params(Path("params.yaml"), nest({"pretrain.max_steps": 500}))
 
-    assert _run_stage(edit_mid_run, caplog) == 2
+    assert run_stage(edit_mid_run, caplog) == 2
     assert ("stage pretrain failed: params.yaml: pretrain changed while the stage ran; its "
             "outputs were made with the values it read at the start") in caplog.text
 
@@ -80,7 +59,7 @@ def test_a_param_the_stage_does_not_read_may_change(stage_dir: Path,
     def edit_other(params: Params) -> None:
         update_params(Path("params.yaml"), nest({"flows.retries": 3, "finetune.seeds": [1, 2]}))
 
-    assert _run_stage(edit_other, caplog) == 0
+    assert run_stage(edit_other, caplog) == 0
     assert "stage pretrain done" in caplog.text
 
 
@@ -102,7 +81,7 @@ def test_bad_input_is_one_line_and_exit_2(stage_dir: Path, caplog: pytest.LogCap
     def fail(params: Params) -> None:
         raise error
 
-    assert _run_stage(fail, caplog) == 2
+    assert run_stage(fail, caplog) == 2
     assert f"stage pretrain failed: {message}" in caplog.text
     assert _verdict(stage_dir) == {"stage": "pretrain", "verdict": "input_error",
                                    "message": message}
@@ -153,7 +132,7 @@ def test_a_stage_that_succeeds_records_its_time(stage_dir: Path,
     def slow(params: Params) -> None:
         time.sleep(0.3)
 
-    assert _run_stage(slow, caplog) == 0
+    assert run_stage(slow, caplog) == 0
     assert _verdict(stage_dir) == {"stage": "pretrain", "verdict": "ok", "message": ""}
     record = json.loads((stage_dir / "metrics/stages/pretrain.json").read_text())
     assert set(record) == {"stage", "seconds", "finished", "commit", "uncommitted_changes",
@@ -172,14 +151,14 @@ def test_a_failed_stage_records_nothing(stage_dir: Path, caplog: pytest.LogCaptu
     def fail(params: Params) -> None:
         raise DataFormatError("bad input")
 
-    assert _run_stage(fail, caplog) == 2
+    assert run_stage(fail, caplog) == 2
     assert not (stage_dir / "metrics").exists()
 
 
 def test_run_outside_dvc_records_nothing(stage_dir: Path, caplog: pytest.LogCaptureFixture,
                                          monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("DVC_STAGE")
-    assert _run_stage(lambda params: None, caplog) == 0
+    assert run_stage(lambda params: None, caplog) == 0
     assert not (stage_dir / "metrics").exists()
     assert not verdict_path(stage_dir, "pretrain").exists()
 
@@ -279,7 +258,7 @@ def test_the_record_holds_the_params_the_stage_ran_with(
     def edit_other(params: Params) -> None:
         update_params(Path("params.yaml"), nest({"flows.retries": 3}))
 
-    assert _run_stage(edit_other, caplog) == 0
+    assert run_stage(edit_other, caplog) == 0
     record = json.loads((stage_dir / "metrics/stages/pretrain.json").read_text())
     ran_with = {(p["file"], p["key"]): p["value"] for p in record["params"]}
     assert set(ran_with) == {("params.yaml", "model"), ("params.yaml", "pretrain")}

@@ -6,41 +6,17 @@ from __future__ import annotations
 
 import errno
 import json
-import logging
-import shutil
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from dvc.repo import Repo
 
 from gpt1.config import Params
 from gpt1.errors import InputError, MissingInputError, is_input_error
 from gpt1.presets.edit import nest, update_params
 from tasks.stage import main, user_paths, verdict_path
-from tests.conftest import REPO
+from tests.stage_shell import run_stage
 
 INTERNAL = "/nonexistent/internal/cache.bin"
-
-
-@pytest.fixture()
-def stage_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A checkout's dvc.yaml and params.yaml in a DVC project, and the environment DVC gives a
-    stage's command."""
-    for name in ("dvc.yaml", "params.yaml"):
-        shutil.copy(REPO / name, tmp_path / name)
-    Repo.init(str(tmp_path), no_scm=True).close()
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("DVC_ROOT", str(tmp_path))
-    monkeypatch.setenv("DVC_STAGE", "pretrain")
-    return tmp_path
-
-
-def _run_stage(run: Callable[[Params], None], caplog: pytest.LogCaptureFixture) -> int:
-    with caplog.at_level(logging.INFO, logger="tasks.stage"), pytest.raises(SystemExit) as stopped:
-        main("pretrain", run, argv=[])
-        raise SystemExit(0)
-    return int(stopped.value.code)
 
 
 def _verdict(root: Path) -> dict[str, str]:
@@ -63,7 +39,7 @@ def test_params_broken_while_the_stage_ran_are_bad_input(stage_dir: Path, broken
     def break_params(params: Params) -> None:
         Path("params.yaml").write_bytes(broken)
 
-    assert _run_stage(break_params, caplog) == 2
+    assert run_stage(break_params, caplog) == 2
     assert f"stage pretrain failed: {message}" in caplog.text
     assert "it changed while the stage ran: mend it and run the stage again" in caplog.text
     verdict = _verdict(stage_dir)
@@ -74,7 +50,7 @@ def test_params_broken_while_the_stage_ran_are_bad_input(stage_dir: Path, broken
 def test_params_not_utf8_at_the_start_are_bad_input(stage_dir: Path,
                                                    caplog: pytest.LogCaptureFixture) -> None:
     (stage_dir / "params.yaml").write_bytes(b"model: {n_ctx: 64}  # caf\xe9\n")
-    assert _run_stage(lambda params: None, caplog) == 2
+    assert run_stage(lambda params: None, caplog) == 2
     assert "stage pretrain failed: params.yaml: not UTF-8 text (byte 25)" in caplog.text
     assert _verdict(stage_dir)["verdict"] == "input_error"
 
@@ -82,7 +58,7 @@ def test_params_not_utf8_at_the_start_are_bad_input(stage_dir: Path,
 def test_a_dvc_yaml_not_yaml_is_bad_input(stage_dir: Path,
                                           caplog: pytest.LogCaptureFixture) -> None:
     (stage_dir / "dvc.yaml").write_text("stages:\n  s: [cmd\n")
-    assert _run_stage(lambda params: None, caplog) == 2
+    assert run_stage(lambda params: None, caplog) == 2
     assert "stage pretrain failed: dvc.yaml:3:1: not valid YAML" in caplog.text
 
 
@@ -120,7 +96,7 @@ def test_a_path_the_user_gave_is_bad_input(stage_dir: Path, opened: str,
     def read_it(params: Params) -> None:
         Path(opened).read_text()
 
-    assert _run_stage(read_it, caplog) == 2
+    assert run_stage(read_it, caplog) == 2
     assert "stage pretrain failed: [Errno " in caplog.text and opened in caplog.text
     assert _verdict(stage_dir)["verdict"] == "input_error"
 
@@ -133,7 +109,7 @@ def test_a_release_folder_named_in_params_is_the_users(stage_dir: Path,
     def import_it(params: Params) -> None:
         (Path(params.pretrain.source_dir) / "config.json").read_text()
 
-    assert _run_stage(import_it, caplog) == 2
+    assert run_stage(import_it, caplog) == 2
     assert "releases/gpt/config.json" in caplog.text
 
 
@@ -142,7 +118,7 @@ def test_wrapped_where_it_is_opened_it_is_bad_input_wherever_it_lies(
     def wrapped(params: Params) -> None:
         raise MissingInputError(f"{INTERNAL}: not found (run the pretrain stage first)")
 
-    assert _run_stage(wrapped, caplog) == 2
+    assert run_stage(wrapped, caplog) == 2
     assert f"stage pretrain failed: {INTERNAL}: not found (run the pretrain stage first)" in \
         caplog.text
 
