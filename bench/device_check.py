@@ -15,10 +15,10 @@ Parts, in order (the paper preset's sizes: 12 layers x 768, n_ctx 512, batch 64 
 - train step: `bench.train_step --compile` on random tokens, vocabulary 40,478: ours eager and
   compiled against transformers at its best (bf16 autocast where native, and compiled; the
   compiled sides where `--compile auto` compiles, on CUDA, as `pretrain.compile` does);
-- pretraining: the real loop (`gpt1.training.pretrain.pretrain`, `pretrain.compile: auto`) for
+- pretraining: the real loop (`gpt1.training.pretrain_loop.pretrain`, `pretrain.compile: auto`) for
   `--steps` steps on the shards, the model at the tokenizer's vocabulary; val loss before and
   after, beside the unigram loss of the train split's token frequencies;
-- fine-tuning: SST-2 for one epoch from that model (`gpt1.training.finetune.finetune`, the
+- fine-tuning: SST-2 for one epoch from that model (`gpt1.training.finetune_loop.finetune`, the
   paper preset's knobs); examples/s once started, and dev accuracy beside the majority class;
 - generation: `bench.generate` on the paper-size model (ours with a KV cache against
   transformers' `generate`, logits checked within a tolerance).
@@ -57,20 +57,20 @@ from bench.common import (
 )
 from gpt1.atomic import atomic_dir
 from gpt1.config import Params
-from gpt1.corpus.bpe import GPT1Tokenizer
 from gpt1.corpus.shards import read_verified_split, unigram_loss
 from gpt1.corpus.text import TextCleaner
+from gpt1.corpus.tokenizer import GPT1Tokenizer
 from gpt1.downstream.families import family_of
 from gpt1.downstream.metrics import score
 from gpt1.downstream.readers import read_task_split
+from gpt1.downstream.task_model import task_model
 from gpt1.downstream.transforms import encode_examples
-from gpt1.model.heads import TaskModel
+from gpt1.jobs.pretrain import model_config, read_manifest
 from gpt1.model.transformer import GPT1
 from gpt1.records import write_record
 from gpt1.training.device import placement, resolve_compile, resolve_device
-from gpt1.training.finetune import finetune, majority_class, predict
-from gpt1.training.pretrain import WindowSampler, evaluate, pretrain
-from gpt1.training.pretrain_job import model_config, read_manifest
+from gpt1.training.finetune_loop import finetune, majority_class, predict
+from gpt1.training.pretrain_loop import WindowSampler, evaluate, pretrain
 from tasks.paths import BPE_DIR, SHARDS_DIR
 
 SAMPLE = REPO / "gpt1" / "sample_data"
@@ -265,7 +265,7 @@ def check_finetuning(check: Check, params: Params, trunk: GPT1, tokenizer: GPT1T
                                           for split in ("train", "dev"))
     train_x, train_y = train_x[:examples], train_y[:examples]
     family = family_of(task)
-    model = TaskModel.for_task(trunk, task, cfg)
+    model = task_model(trunk, task, cfg)
     place = placement(cfg.device, cfg.precision)
     with measured(check.device) as peak:
         result = finetune(model, train_x, train_y, tokenizer.pad_id, cfg)

@@ -1,6 +1,6 @@
 """Fine-tuning throughput on SST-2 (issue target: >= 2x, same metrics).
 
-Ours is `gpt1.training.finetune` as it is: length-bucketed training batches and length-sorted
+Ours is `gpt1.training.finetune_loop` as it is: length-bucketed training batches and length-sorted
 evaluation
 batches, each padded to its own longest example. The baseline is what fine-tuning code commonly
 does: random batches, every one padded to the longest example of the data set. The baseline runs
@@ -22,18 +22,18 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-import gpt1.training.finetune
+import gpt1.training.finetune_loop
 from bench.common import DATA, Table, alternate, median, parser, publish
 from gpt1.config import FinetuneTrainParams, Params, load_params
-from gpt1.corpus.bpe import GPT1Tokenizer, train_bpe
 from gpt1.corpus.text import TextCleaner
+from gpt1.corpus.tokenizer import GPT1Tokenizer, train_bpe
 from gpt1.downstream.families import family_of
 from gpt1.downstream.metrics import score
 from gpt1.downstream.readers import read_task_split
+from gpt1.downstream.task_model import task_model
 from gpt1.downstream.transforms import encode_examples
-from gpt1.model.heads import TaskModel
 from gpt1.model.transformer import GPT1, GPT1Config
-from gpt1.training.finetune import (
+from gpt1.training.finetune_loop import (
     bucketed_batches,
     example_lengths,
     finetune,
@@ -101,13 +101,14 @@ def _random_batches(lengths: np.ndarray, batch_size: int,
 
 @contextmanager
 def padded_to_max(width: int) -> Iterator[None]:
-    """Inside, `gpt1.training.finetune` trains on random batches and pads every batch to `width`."""
+    """Inside, `gpt1.training.finetune_loop` trains on random batches and pads every batch to
+    `width`."""
     def pad_to_width(seqs: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
         ids, lengths = pad_batch(seqs, pad_id)
         return F.pad(ids, (0, width - ids.shape[1]), value=pad_id), lengths
 
-    with mock.patch.object(gpt1.training.finetune, "bucketed_batches", _random_batches), \
-            mock.patch.object(gpt1.training.finetune, "pad_batch", pad_to_width):
+    with mock.patch.object(gpt1.training.finetune_loop, "bucketed_batches", _random_batches), \
+            mock.patch.object(gpt1.training.finetune_loop, "pad_batch", pad_to_width):
         yield
 
 
@@ -146,7 +147,7 @@ def main(argv: list[str] | None = None) -> Path:
     trunk = GPT1(GPT1Config(vocab_size=data.tok.vocab_size, n_ctx=s.n_ctx, n_embd=s.n_embd,
                             n_layer=s.n_layer, n_head=s.n_head, embd_pdrop=params.model.dropout,
                             attn_pdrop=params.model.dropout, resid_pdrop=params.model.dropout))
-    initial = TaskModel.for_task(trunk, task, cfg)
+    initial = task_model(trunk, task, cfg)
     lengths = example_lengths(data.train)
     width = int(max(lengths.max(), example_lengths(data.dev).max()))
 

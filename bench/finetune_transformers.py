@@ -1,16 +1,16 @@
 """Fine-tuning against transformers on SST-2 and Story Cloze (issue target: >= 2x, same accuracy).
 
-Ours is the stage's loop: `gpt1.training.finetune.finetune`, then `predict`. The reference is the
-loop one writes around transformers' `OpenAIGPTDoubleHeadsModel`: random batches from a shuffled
-order, each padded to its longest example, the loss transformers computes (the head's
-cross-entropy plus lm_coef times its LM loss over the text, padding labelled -100), fused AdamW
-with weight decay off the biases and LayerNorms (transformers Trainer's default), the same
-clipping and learning-rate schedule; evaluation in batches of the dev set's order, each padded
-to its longest. Both start from the same weights, see the same encoded inputs (our
-`encode_examples`: start, delimiter and extract tokens; a sequence per choice) and compute on
-one device in one precision: params.yaml's finetune.train.device and .precision, or `--device`
-and `--precision` (auto: bf16 autocast where native, else fp32). The model is params.yaml's, or
-a preset's with `--preset` (paper: 12 layers x 768).
+Ours is the stage's loop: `gpt1.training.finetune_loop.finetune`, then `predict`. The reference is
+the loop one writes around transformers' `OpenAIGPTDoubleHeadsModel`: random batches from a shuffled
+order, each padded to its longest example, the loss transformers computes (the head's cross-entropy
+plus lm_coef times its LM loss over the text, padding labelled -100), fused AdamW with weight decay
+off the biases and LayerNorms (transformers Trainer's default), the same clipping and learning-rate
+schedule; evaluation in batches of the dev set's order, each padded to its longest. Both start from
+the same weights, see the same encoded inputs (our `encode_examples`: start, delimiter and extract
+tokens; a sequence per choice) and compute on one device in one precision: params.yaml's
+finetune.train.device and .precision, or `--device` and `--precision` (auto: bf16 autocast where
+native, else fp32). The model is params.yaml's, or a preset's with `--preset` (paper: 12 layers x
+768).
 
     python -m bench.finetune_transformers --device cuda --precision auto --preset paper
     # for a GPU machine without spaCy: the tasks cleaned and encoded here, in one folder
@@ -63,19 +63,20 @@ from bench.profiling import breakdown, breakdown_table, step_profiler, top_ops
 from bench.train_step import StepClock
 from gpt1.atomic import atomic_dir
 from gpt1.config import FinetuneTrainParams, Params, Precision, TaskParams, load_params
-from gpt1.corpus.bpe import GPT1Tokenizer, train_bpe
 from gpt1.corpus.text import TextCleaner
+from gpt1.corpus.tokenizer import GPT1Tokenizer, train_bpe
 from gpt1.downstream.families import family_of
 from gpt1.downstream.metrics import score
 from gpt1.downstream.readers import holdout_split, read_task_split
+from gpt1.downstream.task_model import task_model
 from gpt1.downstream.transforms import encode_examples
 from gpt1.interop.hf import to_hf_config, to_hf_state_dict
 from gpt1.model.heads import TaskModel
 from gpt1.model.transformer import GPT1, GPT1Config
 from gpt1.training.device import Placement, autocast, placement
-from gpt1.training.finetune import finetune, predict
+from gpt1.training.finetune_loop import finetune, predict
 from gpt1.training.optim import build_scheduler
-from gpt1.training.pretrain import steady_rate
+from gpt1.training.pretrain_loop import steady_rate
 
 CLASSIFICATION = "sst2"
 CHOICE = "story_cloze"
@@ -133,7 +134,7 @@ def initial_model(task: TaskParams, cfg: FinetuneTrainParams, s: Sizes, vocab_si
     trunk = GPT1(GPT1Config(vocab_size=vocab_size, n_ctx=s.n_ctx, n_embd=s.n_embd,
                             n_layer=s.n_layer, n_head=s.n_head, embd_pdrop=dropout,
                             attn_pdrop=dropout, resid_pdrop=dropout))
-    return TaskModel.for_task(trunk, task, cfg)
+    return task_model(trunk, task, cfg)
 
 
 def reference_model(initial: TaskModel) -> OpenAIGPTDoubleHeadsModel:

@@ -18,12 +18,12 @@ import torch
 
 from bench.common import Table, alternate, median, parser, publish
 from gpt1.config import load_params
-from gpt1.corpus.bpe import SPECIAL_TOKENS
 from gpt1.corpus.shards import ShardWriter, read_split, token_dtype
+from gpt1.corpus.tokenizer import SPECIAL_TOKENS
 from gpt1.model.transformer import GPT1, GPT1Config
 from gpt1.training.device import autocast, placement
 from gpt1.training.optim import build_optimizer
-from gpt1.training.pretrain import WindowSampler
+from gpt1.training.pretrain_loop import WindowSampler
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET = 20.0

@@ -53,8 +53,8 @@ def run_step(step: str, src: Path, dst: Path, tokenizer_path: Path | None) -> No
                      executor=ExecutorParams(), batch_docs=BATCH_DOCS, min_chars=MIN_CHARS,
                      dedupe=False)
     else:
-        from gpt1.corpus.bpe import GPT1Tokenizer
         from gpt1.corpus.encode import tokenize_corpus
+        from gpt1.corpus.tokenizer import GPT1Tokenizer
 
         if tokenizer_path is None:
             raise ValueError("the tokenize step needs --tokenizer")

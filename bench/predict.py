@@ -34,15 +34,16 @@ import torch
 
 from bench.common import Table, alternate, median, parser, publish
 from gpt1.config import TableParams, TaskParams, load_params
-from gpt1.corpus.bpe import GPT1Tokenizer, train_bpe
 from gpt1.corpus.text import TextCleaner
-from gpt1.downstream.predict import BATCH_ROWS, predict_file
+from gpt1.corpus.tokenizer import GPT1Tokenizer, train_bpe
+from gpt1.downstream.families import FAMILIES
 from gpt1.downstream.standalone import save_finetuned, task_card
 from gpt1.downstream.tables import iter_batches
 from gpt1.interop.hf import export_hf
+from gpt1.jobs.predict import BATCH_ROWS, predict_file
 from gpt1.model.heads import TaskModel
 from gpt1.model.transformer import GPT1, GPT1Config
-from gpt1.training.finetune import pad_batch
+from gpt1.training.finetune_loop import pad_batch
 
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = REPO / "gpt1" / "sample_data" / "corpus"
@@ -143,7 +144,7 @@ def make_model(folder: Path, tokenizer: Path, cfg: GPT1Config, pool: list[str],
     """A fine-tuned classification folder (`save_finetuned`) of seeded random weights, its head
     balanced on reviews of `pool`'s sentences."""
     torch.manual_seed(seed)
-    model = TaskModel(GPT1(cfg), SPEC.family, len(LABELS), dropout=0.1, seed=seed).eval()
+    model = TaskModel(GPT1(cfg), FAMILIES[SPEC.family], len(LABELS), dropout=0.1, seed=seed).eval()
     gen = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for name, p in model.named_parameters():
@@ -236,7 +237,7 @@ def compare(a: Scored, b: Scored) -> Comparison:
 def padding(lengths: list[int], batch_size: int, batch_rows: int) -> tuple[float, float]:
     """Tokens computed per real token, padding included, with sequences of `lengths` in batches
     of `batch_size`: as `gpt1 predict` batches them (each `batch_rows` rows read sorted by
-    length, `gpt1.training.finetune.predict`) and in the file's order (the pipeline)."""
+    length, `gpt1.training.finetune_loop.predict`) and in the file's order (the pipeline)."""
     def padded(chunk: np.ndarray) -> int:
         return sum(int(chunk[i:i + batch_size].max()) * len(chunk[i:i + batch_size])
                    for i in range(0, len(chunk), batch_size))

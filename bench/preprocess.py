@@ -1,7 +1,7 @@
 """Clean + tokenize throughput: our stages against the original single-process GPT-1 path.
 
 The reference is the original code's loop, one document at a time: `ftfy.fix_text` -> its
-`text_standardize` (restated in tests/original_gpt1.py: speed-ups to ours do not move the
+`text_standardize` (restated in reference/original_gpt1.py: speed-ups to ours do not move the
 baseline) -> spaCy tokens joined by spaces -> BPE `encode`. Ours is `clean_corpus` on every
 core then `tokenize_corpus`, Parquet in and Arrow shards out, as the DVC stages run them. Both start
 cold (a fresh spaCy and tokenizer each repetition) and the rates are raw input MB per second.
@@ -24,13 +24,13 @@ import numpy as np
 
 from gpt1.config import ExecutorParams, load_params
 from gpt1.corpus.books import split_documents
-from gpt1.corpus.bpe import GPT1Tokenizer, train_bpe
 from gpt1.corpus.clean import clean_corpus
 from gpt1.corpus.encode import tokenize_corpus
 from gpt1.corpus.parallel import resolve_workers
 from gpt1.corpus.shards import read_split
 from gpt1.corpus.text import TextCleaner
-from tests.original_gpt1 import text_standardize
+from gpt1.corpus.tokenizer import GPT1Tokenizer, train_bpe
+from reference.original_gpt1 import text_standardize
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "gpt1" / "sample_data" / "corpus"

@@ -1,7 +1,7 @@
 """Release tokenizer throughput: `load_release_tokenizer` against the original `TextEncoder`.
 
 The reference is the original code's `TextEncoder.encode` (openai/finetune-transformer-lm's
-text_utils.py, restated in tests/original_gpt1.py: nothing of ours), one document at a time.
+text_utils.py, restated in reference/original_gpt1.py: nothing of ours), one document at a time.
 Ours is `load_release_tokenizer(...).encode_batch` on all of them, in one process too. Both
 start cold (a fresh spaCy, BPE and caches each repetition), they alternate, and the rates are
 raw input MB per second. The documents are the books split as ingest splits them: paragraphs
@@ -22,7 +22,7 @@ import numpy as np
 from bench.preprocess import DOC_CHARS, SAMPLE, TINY_DOC_CHARS, TINY_DOCS, cpu_seconds
 from gpt1.corpus.books import read_book, split_documents
 from gpt1.interop.openai_text import load_release_tokenizer
-from tests.original_gpt1 import TextEncoder
+from reference.original_gpt1 import TextEncoder
 
 ENCODER, MERGES = "encoder_bpe_40000.json", "vocab_40000.bpe"
 

@@ -1,7 +1,7 @@
-"""Pretraining throughput: our training loop (`gpt1.training.pretrain.pretrain`, under the default
-precision policy) against HuggingFace's `OpenAIGPTLMHeadModel` in fp32 and, where bf16 is native,
-under bf16 autocast, same architecture, batch and sequence length, alternating in one run; the
-ratio is against the fastest transformers run; MFU against a matmul peak measured in this run.
+"""Pretraining throughput: our training loop (`gpt1.training.pretrain_loop.pretrain`, under the
+default precision policy) against HuggingFace's `OpenAIGPTLMHeadModel` in fp32 and, where bf16 is
+native, under bf16 autocast, same architecture, batch and sequence length, alternating in one run;
+the ratio is against the fastest transformers run; MFU against a matmul peak measured in this run.
 
     python -m bench.train_step                      # params.yaml's model and batch, on the CPU
     python -m bench.train_step --preset paper --device cuda --compile
@@ -37,7 +37,7 @@ from gpt1.model.flops import measure_peak_flops
 from gpt1.model.transformer import GPT1, GPT1Config
 from gpt1.presets.edit import load_preset
 from gpt1.training.device import autocast, placement, resolve_device
-from gpt1.training.pretrain import WindowSampler, pretrain
+from gpt1.training.pretrain_loop import WindowSampler, pretrain
 
 REPO = Path(__file__).resolve().parents[1]
 CURVE_STEPS = 200

@@ -81,7 +81,7 @@ def check_server() -> None:
                 raise InputError(
                     f"{setting}: the Prefect server at {url} {what} (401 Unauthorized): set it "
                     "to the server's auth string, `user:secret` (the client half of what "
-                    "`python -m flows.team env` printed)") from None
+                    "`gpt1 team env` printed)") from None
             if code == 404:
                 raise InputError(f"{where}: answers, but has no Prefect API there (404 on "
                                  "/admin/version): the API's address ends in /api, "

@@ -29,7 +29,7 @@ def _retry_unless_bad_input(task, task_run, state) -> bool:  # Prefect's retry_c
 @task(task_run_name="predict-{name}", retry_condition_fn=_retry_unless_bad_input)
 def score(name: str, model: Path, source: Path, out: Path) -> int:
     """`gpt1 predict` in this process; bad input (a column, a row) fails without a retry."""
-    from gpt1.downstream.predict import predict_file
+    from gpt1.jobs.predict import predict_file
 
     return predict_file(model, source, out)
 

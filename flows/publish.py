@@ -10,8 +10,8 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from gpt1.config import Params
 from gpt1.reporting.document import self_contained
 from gpt1.reporting.files import RunFiles, read_finetune
-from gpt1.reporting.report import metric_rows
-from gpt1.reporting.table import collect
+from gpt1.reporting.run import collect
+from gpt1.reporting.table import metric_rows
 from tasks.paths import REPORT, RUN_FILES
 
 

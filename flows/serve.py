@@ -17,7 +17,6 @@ import argparse
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -28,6 +27,7 @@ from pathlib import Path
 
 from gpt1.config import ServerParams, load_params
 from gpt1.errors import InputError
+from gpt1.net import port_in_use
 
 PREFECT_HOME = Path(".prefect")
 SERVER_LOG = "server.log"
@@ -39,12 +39,6 @@ UI_API_URL_SETTINGS = ("PREFECT_SERVER_UI_API_URL", "PREFECT_UI_API_URL")
 
 class ServerError(RuntimeError):
     """The local Prefect server could not be started."""
-
-
-def _port_in_use(host: str, port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.settimeout(1)
-        return sock.connect_ex((host, port)) == 0
 
 
 def _healthy(api_url: str) -> bool:
@@ -62,7 +56,7 @@ def start_server(home: Path, server: ServerParams,
     returns the process and its API URL. Its log is `home/server.log`, its PID
     `home/server.pid`."""
     api_url = f"http://{server.host}:{server.port}/api"
-    if _port_in_use(server.host, server.port):
+    if port_in_use(server.host, server.port):
         raise ServerError(f"{server.host}:{server.port} is already in use: set flows.server.port "
                           "in params.yaml, or PREFECT_API_URL to use a server that runs there")
     home.mkdir(parents=True, exist_ok=True)

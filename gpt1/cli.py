@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import configparser
 import os
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from gpt1.errors import InputError, describe, is_input_error
+from gpt1.command_errors import input_errors
+from gpt1.errors import InputError
 from gpt1.presets.edit import apply_preset, available, parse_assignments, set_keys
+from gpt1.team import team_app
 
 FORCE_HELP = "replace --out even if it holds files this command does not write"
 
@@ -25,27 +25,13 @@ def _root() -> None:
     """GPT-1 pretraining and fine-tuning pipeline (run stages with `dvc repro`)."""
 
 
-@contextmanager
-def _input_errors() -> Iterator[None]:
-    """Bad input raised in the block (`gpt1.errors.is_input_error`: bad params, a model or
-    release directory missing or malformed, a full disk) becomes `error: <message>` on stderr
-    and exit code 2. Anything else is a bug and keeps its traceback."""
-    try:
-        yield
-    except (ValueError, OSError) as err:
-        if not is_input_error(err):
-            raise
-        typer.echo(f"error: {describe(err)}", err=True)
-        raise typer.Exit(2) from None
-
-
 @app.command()
 def preset(
     name: Annotated[str, typer.Argument(help=f"one of {available()}")],
     params: Annotated[Path, typer.Option(help="the params file to rewrite")] = Path("params.yaml"),
 ) -> None:
     """Overlay a preset's size and training knobs onto params.yaml (comments are kept)."""
-    with _input_errors():
+    with input_errors():
         apply_preset(name, params)
     typer.echo(f"{params}: preset {name!r} applied")
 
@@ -56,7 +42,7 @@ def set_params(
     params: Annotated[Path, typer.Option(help="the params file to rewrite")] = Path("params.yaml"),
 ) -> None:
     """Set params.yaml keys (values are YAML), validated before anything is written."""
-    with _input_errors():
+    with input_errors():
         set_keys(params, parse_assignments(assignments))
     typer.echo(f"{params}: set {', '.join(assignments)}")
 
@@ -178,12 +164,12 @@ def generate(
                                       help="random seed of the sampling")] = 0,
 ) -> None:
     """Continue a prompt with a pretrained model; prints the prompt and the continuation."""
-    from gpt1.corpus.bpe import GPT1Tokenizer
     from gpt1.corpus.text import TextCleaner
+    from gpt1.corpus.tokenizer import GPT1Tokenizer
     from gpt1.model.generate import sample
     from gpt1.model.registry import load_model
 
-    with _input_errors():
+    with input_errors():
         tokenizer = GPT1Tokenizer.load(model / "tokenizer.json")
         net = load_model(model)
         prompt_ids = tokenizer.encode(TextCleaner()(prompt))
@@ -208,7 +194,7 @@ def export_hf(
     computes its head. The tokenizer loads with AutoTokenizer."""
     from gpt1.interop import hf
 
-    with _input_errors():
+    with input_errors():
         _outside_pipeline_outputs(out)
         hf.export_hf(model, out, force)
     typer.echo(f"{out}: written (openai-gpt)")
@@ -231,9 +217,9 @@ def predict(
 ) -> None:
     """Score a table with a fine-tuned model: its rows with the predicted label and each
     label's probability (the score for regression, the chosen candidate for multiple choice)."""
-    from gpt1.downstream.predict import predict_file
+    from gpt1.jobs.predict import predict_file
 
-    with _input_errors():
+    with input_errors():
         _outside_pipeline_outputs(out)
         rows = predict_file(model, input, out, input_format, batch_size=batch_size,
                             device=device, precision=precision)
@@ -250,7 +236,7 @@ def import_hf(
     """Convert a HuggingFace openai-gpt checkpoint (bare, LM head or double heads) to ours."""
     from gpt1.interop import hf
 
-    with _input_errors():
+    with input_errors():
         _outside_pipeline_outputs(out)
         ignored = hf.import_hf(hf_dir, out, force)
     if ignored:
@@ -272,7 +258,7 @@ def import_openai(
     """Import OpenAI's released GPT-1 weights and BPE as a model directory (for generate)."""
     from gpt1.interop.openai import import_release
 
-    with _input_errors():
+    with input_errors():
         _outside_pipeline_outputs(out)
         cfg = import_release(release, out, n_ctx=n_ctx, n_head=n_head, seed=seed, force=force)
     typer.echo(f"{out}: written ({cfg.n_layer} layers x {cfg.n_embd}, {cfg.n_head} heads, "
@@ -281,6 +267,7 @@ def import_openai(
 
 task_app = typer.Typer(no_args_is_help=True, help="Your own fine-tuning tasks in params.yaml.")
 app.add_typer(task_app, name="task")
+app.add_typer(team_app, name="team")
 
 
 @task_app.callback()
@@ -339,7 +326,7 @@ def task_add(
     from gpt1.downstream.declare import TaskSpec, add_task, parse_scores, split_list, split_pairs
     from gpt1.presets.edit import task_yaml
 
-    with _input_errors():
+    with input_errors():
         files = {split: path for split, path in [("train", train), ("dev", dev), ("test", test),
                                                  ("predict", predict)] if path is not None}
         texts = {"text": text_column, "premise": premise_column, "hypothesis": hypothesis_column,

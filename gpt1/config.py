@@ -544,7 +544,7 @@ class LMEvalParams(Section):
 
 
 Variant = Literal["full", "no_pretrain", "no_aux", "lstm"]
-# The zero-shot heuristics (paper §5, `gpt1.downstream.zero_shot`), by what they answer
+# The zero-shot heuristics (paper §5, `gpt1.downstream.zero_shot_heuristics`), by what they answer
 Heuristic = Literal["sentiment", "acceptability", "choice"]
 # the family whose tables each heuristic reads: a sentence (`text`), or context, question, choices
 HEURISTIC_FAMILY: dict[Heuristic, Family] = {"sentiment": "classification",

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import errno
 import os
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 # The machine's state, whatever the path: a disk, permissions; the user mends it, retrying can't
@@ -37,6 +38,37 @@ class MissingInputError(FileNotFoundError):
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.errno = errno.ENOENT
+
+
+class DataFormatError(InputError):
+    """A data file does not have the layout its reader expects; the message names the file and
+    the line, row or key at fault."""
+
+
+def _not_utf8(path: Path) -> DataFormatError:
+    """The error for a file that does not decode as UTF-8: its first bad byte, by line and by
+    offset from the start of the file (a line break never falls inside a UTF-8 character, so
+    the lines decode one by one)."""
+    offset = 0
+    with path.open("rb") as fh:
+        for line, raw in enumerate(fh, start=1):
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                return DataFormatError(f"{path}:{line}: not UTF-8 text (byte {offset + err.start}"
+                                       f": {raw[err.start]:#04x})")
+            offset += len(raw)
+    return DataFormatError(f"{path}: not UTF-8 text")  # it changed since it failed to decode
+
+
+@contextmanager
+def utf8_errors(path: Path) -> Iterator[None]:
+    """Reading `path` as UTF-8 in this block: a byte that does not decode raises a
+    DataFormatError naming the line and byte offset of the first one."""
+    try:
+        yield
+    except UnicodeDecodeError:
+        raise _not_utf8(path) from None
 
 
 def _under(path: str | bytes | int | None, roots: Collection[Path]) -> bool:

@@ -10,13 +10,20 @@ from typing import Any
 PRECISION_NAMES = {"float32": "fp32", "bfloat16": "bf16 autocast", "float16": "fp16 autocast"}
 
 
+def cpu_has_native_bf16() -> bool:
+    """Whether this CPU multiplies bf16 matrices in hardware (AMX tiles or AVX512-BF16); on
+    others, oneDNN emulates bf16 and it is slower than fp32."""
+    import torch  # imported here, as in `machine`
+
+    probes = ("_is_amx_tile_supported", "_is_avx512_bf16_supported")
+    return any(getattr(torch.cpu, probe, lambda: False)() for probe in probes)
+
+
 def machine() -> dict[str, Any]:
     """This machine as the benchmarks and the training runs' metrics files describe it."""
     # imported here: the report formats the recorded facts (`compute_line`) without torch,
     # which would add seconds of import to its stage
     import torch
-
-    from gpt1.training.device import cpu_has_native_bf16
 
     info: dict[str, Any] = {"python": platform.python_version(), "torch": torch.__version__,
                             "cpu": platform.processor() or platform.machine(),

@@ -17,35 +17,28 @@ from typing import get_args
 
 from gpt1.config import Params, Variant
 from gpt1.errors import InputError
-from gpt1.records import TaskStatus, not_run_reason, read_record, record_not_run, write_record
+from gpt1.records import not_run_reason, record_not_run, write_record
 from tasks.paths import ABLATION_METRICS, PRETRAIN_DIR, PRETRAIN_LSTM_DIR, RAW_TASKS
-from tasks.stage import add_item_arguments, main
+from tasks.stage import add_item_arguments, ingested_rows, main
 
 log = logging.getLogger("tasks.ablation")  # run as __main__: named by its module path
-
-
-def not_run(variant: str, task: str) -> str | None:
-    """Why the cell has nothing to do: no pretrained LSTM, or no data for the task."""
-    lstm = not_run_reason(PRETRAIN_LSTM_DIR, "pretrain_lstm") if variant == "lstm" else None
-    if lstm is not None:
-        return f"the LSTM was not pretrained ({lstm})"
-    status = read_record(RAW_TASKS / task / "status.json", "ingest", TaskStatus)
-    return None if status["run"] else f"task {task}: {status['reason']}"
 
 
 def run(params: Params, variant: str, task: str) -> None:
     if variant not in get_args(Variant):
         raise InputError(f"variant {variant!r}: expected one of {list(get_args(Variant))}")
-    if task not in params.analysis.ablation.tasks:
-        raise InputError(f"task {task!r} is not in analysis.ablation.tasks "
-                         f"({sorted(params.analysis.ablation.tasks)})")
     out = ABLATION_METRICS / variant / f"{task}.json"
-    if (reason := not_run(variant, task)) is not None:
+    lstm = not_run_reason(PRETRAIN_LSTM_DIR, "pretrain_lstm") if variant == "lstm" else None
+    if lstm is not None and task in params.analysis.ablation.tasks:
+        reason = f"the LSTM was not pretrained ({lstm})"
         record_not_run(reason, metrics=out, variant=variant, task=task)
         log.info("%s on %s not run: %s", variant, task, reason)
         return
+    if ingested_rows(task, params.analysis.ablation.tasks, "analysis.ablation.tasks", out,
+                     why_prefix=f"task {task}: ", variant=variant, task=task) is None:
+        return
     # imported only here: a cell with nothing to do answers without torch's seconds of import
-    from gpt1.downstream.cells import ablation_cell
+    from gpt1.jobs.ablation import ablation_cell
 
     write_record(out, ablation_cell(params, variant, task, RAW_TASKS / task, PRETRAIN_DIR,
                                     PRETRAIN_LSTM_DIR))

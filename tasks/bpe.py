@@ -6,7 +6,7 @@ import logging
 import sys
 
 from gpt1.config import Params
-from gpt1.corpus.vocabulary import learn_bpe
+from gpt1.jobs.bpe import learn_bpe
 from gpt1.records import record_not_run
 from tasks.paths import BPE_DIR, CLEAN_DIR
 from tasks.stage import main

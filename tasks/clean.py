@@ -5,8 +5,8 @@ from __future__ import annotations
 import logging
 
 from gpt1.config import Params
-from gpt1.corpus.clean import clean_folder
 from gpt1.corpus.parallel import describe
+from gpt1.jobs.clean import clean_folder
 from tasks.paths import CLEAN_DIR, RAW_CORPUS
 from tasks.stage import main
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gpt1.config import Params
-from gpt1.downstream.ingest import ingest
+from gpt1.jobs.ingest import ingest
 from tasks.paths import RAW_CORPUS, RAW_TASKS
 from tasks.stage import main
 

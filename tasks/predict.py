@@ -26,7 +26,7 @@ def run(params: Params, task: str) -> None:
         log.info("%s not predicted: %s", task, reason)
         return
     # imported only here: a task with nothing to predict answers without torch's import
-    from gpt1.downstream.predict import predict_file
+    from gpt1.jobs.predict import predict_file
 
     train = params.finetune.train
     predict_file(FINETUNE_DIR / task, Path(params.ingest.root) / str(source), out,

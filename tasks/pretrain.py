@@ -1,6 +1,6 @@
 """Stages `pretrain` and `pretrain_lstm`: language-model pretraining on the token shards, of GPT-1
 and of the paper's recurrent control (`--trunk lstm`, Table 5), each with its own outputs
-(`gpt1.training.pretrain_job` does the work)."""
+(`gpt1.jobs.pretrain` does the work)."""
 
 from __future__ import annotations
 
@@ -58,8 +58,8 @@ def run(params: Params, trunk: str = "gpt1") -> None:
         log.info("not run: %s", reason)
         return
     # imported only here: a stage with nothing to do answers without torch's seconds of import
+    from gpt1.jobs.pretrain import PretrainOutputs, pretrain_job
     from gpt1.training.checkpoint import StopRequested
-    from gpt1.training.pretrain_job import PretrainOutputs, pretrain_job
 
     outputs = PretrainOutputs(model, checkpoints, live, paths.PRETRAIN_SNAPSHOTS)
     try:

@@ -10,8 +10,8 @@ import os
 from pathlib import Path
 
 from gpt1.config import Params
+from gpt1.jobs.report import write_report
 from gpt1.reporting.files import RunFiles
-from gpt1.reporting.page import write_report
 from tasks.paths import REPORT, REPORT_HEADLINE, REPORT_HTML, REPORT_PLOTS, RUN_FILES
 from tasks.stage import checkout_commit, main
 

@@ -11,7 +11,7 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +19,8 @@ from ruamel.yaml import YAMLError
 
 from gpt1.atomic import sweep_stale, write_text
 from gpt1.config import Params, ParamsError, load_params, read_yaml, yaml_error
-from gpt1.errors import describe, is_input_error
+from gpt1.errors import InputError, describe, is_input_error
+from gpt1.records import STATUS_FILE, TaskStatus, read_record, record_not_run
 from tasks.params_guard import (
     RanWith,
     check_params_unchanged,
@@ -27,7 +28,7 @@ from tasks.params_guard import (
     read_files,
     watch_lock,
 )
-from tasks.paths import STAGE_RECORDS
+from tasks.paths import RAW_TASKS, STAGE_RECORDS
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +63,24 @@ def add_item_arguments(parser: argparse.ArgumentParser, helps: dict[str, str]) -
     for name, text in helps.items():
         parser.add_argument(f"--{name}", required=name not in given, default=given.get(name),
                             help=text)
+
+
+def ingested_rows(name: str, listed: Collection[str], key: str, metrics: Path,
+                  folders: tuple[Path, ...] = (), why_prefix: str = "",
+                  **fields: Any) -> dict[str, int] | None:
+    """The rows of each split ingest found for task `name`, where the stage has work to do. A
+    task not in `listed` (params key `key`) is bad input; a task ingest did not run gets its
+    stage's `metrics` file (holding `fields` beside why) and output `folders` saying why
+    (`record_not_run`: ingest's reason after `why_prefix`), and None."""
+    if name not in listed:
+        raise InputError(f"task {name!r} is not in {key} ({sorted(listed)})")
+    status = read_record(RAW_TASKS / name / STATUS_FILE, "ingest", TaskStatus)
+    if status["run"]:
+        return status["rows"]
+    reason = why_prefix + status["reason"]
+    record_not_run(reason, folders=folders, metrics=metrics, **fields)
+    log.info("not run: %s", reason)
+    return None
 
 
 def record_path(address: str) -> Path:

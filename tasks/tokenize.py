@@ -5,8 +5,8 @@ from __future__ import annotations
 import logging
 
 from gpt1.config import Params
-from gpt1.corpus.encode import write_shards
 from gpt1.corpus.parallel import describe
+from gpt1.jobs.tokenize import write_shards
 from gpt1.records import record_not_run
 from tasks.paths import BPE_DIR, CLEAN_DIR, SHARDS_DIR
 from tasks.stage import main

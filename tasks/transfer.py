@@ -7,30 +7,20 @@ that size, the file points to it instead of fine-tuning the same again)."""
 from __future__ import annotations
 
 import argparse
-import logging
 
 from gpt1.config import Params
-from gpt1.errors import InputError
-from gpt1.records import TaskStatus, read_record, record_not_run, write_record
+from gpt1.records import write_record
 from tasks.paths import PRETRAIN_DIR, RAW_TASKS, TRANSFER_METRICS
-from tasks.stage import add_item_arguments, main
-
-log = logging.getLogger("tasks.transfer")  # run as __main__: named by its module path
+from tasks.stage import add_item_arguments, ingested_rows, main
 
 
 def run(params: Params, task: str) -> None:
-    if task not in params.analysis.transfer.tasks:
-        raise InputError(f"task {task!r} is not in analysis.transfer.tasks "
-                         f"({sorted(params.analysis.transfer.tasks)})")
     out = TRANSFER_METRICS / f"{task}.json"
-    status = read_record(RAW_TASKS / task / "status.json", "ingest", TaskStatus)
-    if not status["run"]:
-        reason = f"task {task}: {status['reason']}"
-        record_not_run(reason, metrics=out, task=task)
-        log.info("%s not run: %s", task, reason)
+    if ingested_rows(task, params.analysis.transfer.tasks, "analysis.transfer.tasks", out,
+                     why_prefix=f"task {task}: ", task=task) is None:
         return
     # imported only here: a task with no data answers without torch's seconds of import
-    from gpt1.downstream.cells import transfer_cell
+    from gpt1.jobs.transfer import transfer_cell
 
     write_record(out, transfer_cell(params, task, RAW_TASKS / task, PRETRAIN_DIR))
 

@@ -222,7 +222,7 @@ def test_yaml_syntax_error_names_the_line(tmp_path: Path) -> None:
 
 
 def test_registry_entries_are_consistent() -> None:
-    tasks = load_params(REPO_PARAMS).tasks  # the paper's tasks: tests/test_readers.py
+    tasks = load_params(REPO_PARAMS).tasks  # the paper's tasks: tests/downstream/test_readers.py
     assert tasks["stsb"].regression and not tasks["mrpc"].regression
     assert tasks["mnli"].eval_splits == ["dev", "dev_mismatched"]
     assert tasks["story_cloze"].eval_splits == ["dev"]  # held out of the train file

@@ -418,7 +418,7 @@ def test_the_checks_accept_what_exists() -> None:
 
 ```bash
 PREFECT_API_URL=http://x gpt1 set ingest.root=../shared/data 'finetune.seeds=[1, 2]'  # a comment
-X=$(python -m flows.team db url --dir d) torchrun --nnodes=2 -m tasks.pretrain
+X=$(gpt1 team db url --dir d) torchrun --nnodes=2 -m tasks.pretrain
 ```
 [pipeline](pipeline.md#presets)
 """

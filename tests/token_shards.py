@@ -9,8 +9,8 @@ from pathlib import Path
 
 import numpy as np
 
-from gpt1.corpus.bpe import train_bpe
 from gpt1.corpus.shards import ShardWriter
+from gpt1.corpus.tokenizer import train_bpe
 
 
 def write_token_shards(bpe: Path, shards: Path, tokens: dict[str, int], shard_tokens: int) -> int:

@@ -8,8 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from gpt1.corpus.documents import write_documents
-from gpt1.downstream.glue import utf8_errors
-from gpt1.errors import MissingInputError
+from gpt1.errors import MissingInputError, utf8_errors
 
 log = logging.getLogger(__name__)
 

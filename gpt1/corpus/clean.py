@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import json
-import logging
 import sys
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -14,15 +12,10 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from gpt1.atomic import atomic_dir
-from gpt1.config import CleanParams, ExecutorParams
-from gpt1.corpus.documents import DOCUMENT_SCHEMA, count_documents
+from gpt1.config import ExecutorParams
+from gpt1.corpus.documents import DOCUMENT_SCHEMA
 from gpt1.corpus.parallel import executor_map
 from gpt1.corpus.text import TextCleaner
-from gpt1.errors import InputError, MissingInputError
-from gpt1.progress import StepProgress
-
-log = logging.getLogger(__name__)
 
 _cleaner = TextCleaner()
 
@@ -94,27 +87,6 @@ def clean_corpus(inputs: list[Path], out: Path, *, executor: ExecutorParams, bat
     return stats
 
 
-def clean_folder(raw_dir: Path, out_dir: Path, params: CleanParams,
-                 executor: ExecutorParams) -> CleanStats:
-    """Stage `clean`'s job: every document of the Parquet files in `raw_dir` cleaned
-    (`clean_corpus`, with progress) into `out_dir/corpus.parquet`, beside `stats.json` (what
-    was dropped, and why); `out_dir` is replaced atomically. No input, or no document left, is
-    bad input."""
-    inputs = sorted(raw_dir.glob("*.parquet"))
-    if not inputs:
-        raise MissingInputError(f"{raw_dir}: no Parquet files (run the ingest stage first)")
-    total = count_documents(inputs)
-    with atomic_dir(out_dir) as tmp, \
-            StepProgress("clean (documents)", total, max(1, total // 10), log) as progress:
-        stats = clean_corpus(inputs, tmp / "corpus.parquet", executor=executor,
-                             batch_docs=params.batch_docs, min_chars=params.min_chars,
-                             dedupe=params.dedupe, on_progress=progress.update)
-        if stats.docs_out == 0:
-            raise InputError(f"clean: every document was dropped ({dict(stats.dropped)})")
-        (tmp / "stats.json").write_text(json.dumps(stats.as_dict(), indent=2) + "\n")
-    return stats
-
-
 def _drop_reason(text: str, min_chars: int, seen: set[bytes] | None) -> str | None:
     if not text:
         return "empty"
@@ -126,4 +98,3 @@ def _drop_reason(text: str, min_chars: int, seen: set[bytes] | None) -> str | No
             return "duplicate"
         seen.add(digest)
     return None
-

@@ -9,17 +9,11 @@ import csv
 import math
 import re
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from gpt1.errors import InputError
-
-
-class DataFormatError(InputError):
-    """A data file does not have the layout its reader expects; the message names the file and
-    the line, row or key at fault."""
+from gpt1.errors import DataFormatError, utf8_errors
 
 
 class Row(NamedTuple):
@@ -45,32 +39,6 @@ class Header:
             raise DataFormatError(f"{self.path}:{self.line}: no column {name!r} in the header "
                                   f"{self.names}")
         return position
-
-
-def _not_utf8(path: Path) -> DataFormatError:
-    """The error for a file that does not decode as UTF-8: its first bad byte, by line and by
-    offset from the start of the file (a line break never falls inside a UTF-8 character, so
-    the lines decode one by one)."""
-    offset = 0
-    with path.open("rb") as fh:
-        for line, raw in enumerate(fh, start=1):
-            try:
-                raw.decode("utf-8")
-            except UnicodeDecodeError as err:
-                return DataFormatError(f"{path}:{line}: not UTF-8 text (byte {offset + err.start}"
-                                       f": {raw[err.start]:#04x})")
-            offset += len(raw)
-    return DataFormatError(f"{path}: not UTF-8 text")  # it changed since it failed to decode
-
-
-@contextmanager
-def utf8_errors(path: Path) -> Iterator[None]:
-    """Reading `path` as UTF-8 in this block: a byte that does not decode raises a
-    DataFormatError naming the line and byte offset of the first one."""
-    try:
-        yield
-    except UnicodeDecodeError:
-        raise _not_utf8(path) from None
 
 
 # GLUE's (and SciTail's) TSVs are read with quoting off: GLUE sentences hold literal `"`

@@ -4,7 +4,7 @@ F1 of the positive class (MRPC, QQP), Pearson's and Spearman's correlations (STS
 Written here on NumPy, each a few lines, rather than called from scikit-learn and SciPy: every
 stage that fine-tunes is a process of its own, and importing `sklearn.metrics` costs it 1.5 s,
 `scipy.stats` 1.1 s (measured beside torch) - more than a tiny preset's whole fine-tuning.
-tests/test_metrics.py holds each to scikit-learn's or SciPy's on random inputs."""
+tests/downstream/test_metrics.py holds each to scikit-learn's or SciPy's on random inputs."""
 
 from __future__ import annotations
 

@@ -23,17 +23,15 @@ import pyarrow as pa
 from gpt1.config import PREDICT_SPLIT, TABLE_READER, Family, TableParams, TaskParams
 from gpt1.downstream.families import family_of
 from gpt1.downstream.glue import (
-    DataFormatError,
     parse_index,
     parse_label,
     parse_score,
     read_csv_with_header,
     read_tsv,
     read_tsv_with_header,
-    utf8_errors,
 )
 from gpt1.downstream.tables import TableBatch, column_texts, iter_batches, select_fields
-from gpt1.errors import InputError, MissingInputError
+from gpt1.errors import DataFormatError, InputError, MissingInputError, utf8_errors
 
 log = logging.getLogger(__name__)
 

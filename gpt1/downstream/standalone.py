@@ -24,7 +24,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from gpt1.config import TaskParams
-from gpt1.corpus.bpe import GPT1Tokenizer
+from gpt1.corpus.tokenizer import GPT1Tokenizer
 from gpt1.downstream.families import TaskFamily, family_of
 from gpt1.errors import InputError, MissingInputError
 from gpt1.model.heads import TaskModel
@@ -123,7 +123,7 @@ def load_finetuned(model_dir: Path) -> Finetuned:
     config = load_config(model_dir / "config.json")
     state = load_safetensors(model_dir / "model.safetensors")
     outputs = card.family.n_outputs(card.spec)
-    model = TaskModel(build_trunk(config), card.spec.family, outputs, dropout=0.0, seed=0)
+    model = TaskModel(build_trunk(config), family_of(card.spec), outputs, dropout=0.0, seed=0)
     try:
         model.load_state_dict(state)
     except RuntimeError as err:

@@ -26,14 +26,12 @@ import pyarrow.parquet as pq
 from gpt1.config import FAMILY_FIELDS, TABLE_EXTENSIONS, Family, TableFormat
 from gpt1.downstream.glue import (
     QUOTED_CSV,
-    DataFormatError,
     Header,
     Row,
     delimited_rows,
-    utf8_errors,
     with_header,
 )
-from gpt1.errors import InputError
+from gpt1.errors import DataFormatError, InputError, utf8_errors
 
 DIALECTS: dict[str, Mapping[str, Any]] = {"csv": QUOTED_CSV,
                                           "tsv": {**QUOTED_CSV, "delimiter": "\t"}}

@@ -12,8 +12,8 @@ from itertools import product
 import pyarrow as pa
 
 from gpt1.config import TaskParams
-from gpt1.corpus.bpe import CLASSIFY, DELIM, START, GPT1Tokenizer
 from gpt1.corpus.text import TextCleaner
+from gpt1.corpus.tokenizer import CLASSIFY, DELIM, START, GPT1Tokenizer
 from gpt1.downstream.families import family_of
 from gpt1.errors import InputError
 

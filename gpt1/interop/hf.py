@@ -29,7 +29,7 @@ from tokenizers import Tokenizer, processors
 
 from gpt1.atomic import atomic_dir, check_replaceable
 from gpt1.config import Family
-from gpt1.corpus.bpe import CLASSIFY, DELIM, PAD, START, UNK, GPT1Tokenizer
+from gpt1.corpus.tokenizer import CLASSIFY, DELIM, PAD, START, UNK, GPT1Tokenizer
 from gpt1.errors import InputError, MissingInputError
 from gpt1.model.registry import load_model, load_safetensors, save_model, save_safetensors
 from gpt1.model.transformer import GPT1, GPT1Config

@@ -22,7 +22,7 @@ import torch
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers
 
 from gpt1.atomic import atomic_dir, check_replaceable
-from gpt1.corpus.bpe import END_OF_WORD, SPECIAL_TOKENS, UNK
+from gpt1.corpus.tokenizer import END_OF_WORD, SPECIAL_TOKENS, UNK
 from gpt1.errors import InputError, MissingInputError
 from gpt1.interop.hf import MODEL_DIR_FILES
 from gpt1.model.registry import save_model

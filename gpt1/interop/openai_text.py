@@ -10,10 +10,10 @@ from pathlib import Path
 
 import numpy as np
 
-from gpt1.corpus.bpe import GPT1Tokenizer
 from gpt1.corpus.encode import ENCODE_BATCH, WordCachedEncoder
 from gpt1.corpus.shards import token_dtype
 from gpt1.corpus.text import TextCleaner
+from gpt1.corpus.tokenizer import GPT1Tokenizer
 from gpt1.interop.openai import release_tokenizer
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from tokenizers import Tokenizer
 
 from gpt1.config import ModelParams, Source
-from gpt1.corpus.bpe import END_OF_WORD, SPECIAL_TOKENS
+from gpt1.corpus.tokenizer import END_OF_WORD, SPECIAL_TOKENS
 from gpt1.errors import InputError, MissingInputError
 from gpt1.interop.hf import load_hf_model, read_hf_config
 from gpt1.interop.openai import (

@@ -13,7 +13,7 @@ from gpt1.model.trunk import Trunk
 
 if TYPE_CHECKING:
     from gpt1.config import SampleParams
-    from gpt1.corpus.bpe import GPT1Tokenizer
+    from gpt1.corpus.tokenizer import GPT1Tokenizer
 
 
 @torch.no_grad()

@@ -3,17 +3,34 @@ state, and the auxiliary language-modelling loss over the task text."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Protocol
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from gpt1.config import Family, FinetuneTrainParams, TaskParams
-from gpt1.downstream.families import FAMILIES, family_of
 from gpt1.model.dropout import Dropout
 from gpt1.model.lm_loss import whole_logits_cross_entropy
 from gpt1.model.trunk import Trunk
 
 PADDING_TARGET = -100  # the target of a padding position in the LM loss, which ignores it
+
+
+class HeadFamily(Protocol):
+    """What the head needs of a task family (`gpt1.downstream.families.TaskFamily` is one): how
+    many sequences an example has, how its last states become outputs, and whether it scores."""
+
+    scores: bool
+
+    def check_outputs(self, n_outputs: int) -> None: ...
+
+    def sequences_per_example(self, examples: list[list[list[int]]]) -> int: ...
+
+    def read_out(self, last: torch.Tensor, per_example: int,
+                 head: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor: ...
+
+    def output_width(self, n_outputs: int, per_example: int) -> int: ...
 
 
 class TaskModel(nn.Module):
@@ -22,10 +39,10 @@ class TaskModel(nn.Module):
     over labels, a score (regression: one output), or, for multiple choice, one scalar per
     choice, the logits of a softmax over the choices."""
 
-    def __init__(self, trunk: Trunk, family: Family, n_outputs: int, dropout: float,
+    def __init__(self, trunk: Trunk, family: HeadFamily, n_outputs: int, dropout: float,
                  seed: int) -> None:
         super().__init__()
-        self.family = FAMILIES[family]
+        self.family = family
         self.family.check_outputs(n_outputs)
         self.trunk = trunk
         self.dropout = Dropout(dropout)
@@ -34,12 +51,6 @@ class TaskModel(nn.Module):
         nn.init.normal_(self.head.weight, std=trunk.config.initializer_range,
                         generator=torch.Generator().manual_seed(seed))
         nn.init.zeros_(self.head.bias)
-
-    @classmethod
-    def for_task(cls, trunk: Trunk, task: TaskParams, cfg: FinetuneTrainParams) -> TaskModel:
-        """The head `task` needs, with the dropout and seed of its training knobs."""
-        return cls(trunk, task.family, family_of(task).n_outputs(task), cfg.clf_dropout,
-                   cfg.seed)
 
     @property
     def regression(self) -> bool:

@@ -1,6 +1,7 @@
 """The paper's evidence (§5) in the report: Table 5's ablations, Figure 2's layers transferred
 (left) and zero-shot behaviour over pretraining (right), ours beside the paper's. The figures
-come from the long table's aggregation over seeds (`gpt1.reporting.table`)."""
+come from the run's long table aggregated over seeds (`gpt1.reporting.run`) and its pivots
+(`gpt1.reporting.table`)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,14 @@ from gpt1.config import TaskParams
 from gpt1.reporting.document import Bullets, Figure, Section, Table
 from gpt1.reporting.paper import PAPER_TABLE5, PAPER_TABLE5_AVERAGE
 from gpt1.reporting.plots import LINE_STYLES, Band, Bar, TrunkCurves
-from gpt1.reporting.report import Run, full_against_no_pretrain
-from gpt1.reporting.table import headlines, table5, transfer_medians, zero_shot_scores
+from gpt1.reporting.run import Run
+from gpt1.reporting.table import (
+    full_against_no_pretrain,
+    headlines,
+    table5,
+    transfer_medians,
+    zero_shot_scores,
+)
 
 __all__ = ["PAPER_TABLE5", "PAPER_TABLE5_AVERAGE"]  # the paper's figures, beside ours here
 

@@ -1,201 +1,16 @@
-"""Every metrics file of a run as one long polars table, one figure a row, and the aggregations
-the report shows: medians, minima and maxima over seeds, and the pivots of Table 5 and Figure 2.
-
-A row's columns say where its figure comes from: `stage`; the `task`; the `variant` (an
-ablation's variant, a zero-shot trunk, or a baseline: `majority` class, `unigram` frequencies,
-`chance`); the `train_size` fine-tuned on; the pretrained `layers` transferred; the pretraining
-`step` of a zero-shot snapshot; the `seed` and `epoch` of a fine-tuning run; the `split` scored;
-the `metric`; its `value`. A column that does not apply is null."""
+"""What the report shows of the run's long table (`gpt1.reporting.run`), aggregated: each
+task's headline figure, Table 5 as ours and its pairs of the full model against no_pretrain,
+Figure 2's pivots, the fine-tuning figures as rows (the Prefect artifact), and a figure over
+seeds as text."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
 
 from gpt1.config import TaskParams
-from gpt1.reporting.files import Result, RunData
-
-SCHEMA: dict[str, Any] = {"stage": pl.Utf8, "task": pl.Utf8, "variant": pl.Utf8,
-                          "train_size": pl.Int64, "layers": pl.Int64, "step": pl.Int64,
-                          "seed": pl.Int64, "epoch": pl.Int64, "split": pl.Utf8,
-                          "metric": pl.Utf8, "value": pl.Float64}
-SKIPPED_SCHEMA: dict[str, Any] = {"stage": pl.Utf8, "task": pl.Utf8, "variant": pl.Utf8,
-                                  "reason": pl.Utf8}
-# what identifies a figure once the seeds are aggregated
-KEYS = ["stage", "task", "variant", "train_size", "layers", "step", "split", "metric"]
-
-PRETRAIN_FACTS = ("steps", "tokens", "parameters", "seconds", "startup_seconds",
-                  "tokens_per_second", "mfu")
-HELDOUT_FIGURES = ("tokens", "words", "loss", "perplexity", "word_loss", "word_perplexity")
-
-Row = dict[str, Any]
-
-
-def _row(**cells: Any) -> Row:
-    return {column: cells.get(column) for column in SCHEMA}
-
-
-def pretrain_rows(stage: str, result: Result | None) -> Iterator[Row]:
-    """A pretraining stage's figures: train and val loss, val perplexity, the unigram baseline
-    (variant `unigram`), and its facts (steps, tokens, parameters, seconds, the first steps'
-    seconds, tokens/s, MFU)."""
-    if result is None or not result["run"]:
-        return
-    for split, metric, key in (("train", "loss", "train_loss"), ("val", "loss", "val_loss"),
-                               ("val", "perplexity", "val_perplexity")):
-        if result.get(key) is not None:
-            yield _row(stage=stage, split=split, metric=metric, value=result[key])
-    if result.get("unigram_val_loss") is not None:
-        yield _row(stage=stage, variant="unigram", split="val", metric="loss",
-                   value=result["unigram_val_loss"])
-    for fact in PRETRAIN_FACTS:
-        if result.get(fact) is not None:
-            yield _row(stage=stage, metric=fact, value=result[fact])
-
-
-def lm_eval_rows(result: Result) -> Iterator[Row]:
-    """The held-out text's figures per file (split: its path under the data root, or `all`),
-    with the unigram baseline's loss (variant `unigram`)."""
-    for split, figures in [*result["files"].items(), ("all", result["all"])]:
-        for metric in HELDOUT_FIGURES:
-            yield _row(stage="lm_eval", split=split, metric=metric, value=figures[metric])
-        if figures.get("unigram_loss") is not None:
-            yield _row(stage="lm_eval", variant="unigram", split=split, metric="loss",
-                       value=figures["unigram_loss"])
-
-
-def run_rows(runs: list[Result], **keys: Any) -> Iterator[Row]:
-    """Fine-tuning runs, one per seed (a metrics file's `runs`): every dev figure after every
-    epoch, and the training loss (split `train`, metric `loss`)."""
-    for run in runs:
-        for epoch in run["epochs"]:
-            at = {**keys, "seed": run["seed"], "epoch": epoch["epoch"]}
-            yield _row(**at, split="train", metric="loss", value=epoch["train_loss"])
-            for split, figures in epoch["dev"].items():
-                for metric, value in figures.items():
-                    yield _row(**at, split=split, metric=metric, value=value)
-
-
-def finetune_rows(task: str, result: Result) -> Iterator[Row]:
-    """A finetune@<task> file: its runs, and the majority-class score of each eval split
-    (variant `majority`) where the file has one."""
-    train_size = result["train_examples"]
-    yield from run_rows(result["runs"], stage="finetune", task=task, train_size=train_size)
-    for split in result["eval_examples"]:  # the eval splits, in order
-        figures = result if split == result["split"] else result[split]
-        for metric in result["metrics"]:
-            if f"majority_{metric}" in figures:
-                yield _row(stage="finetune", task=task, variant="majority",
-                           train_size=train_size, split=split, metric=metric,
-                           value=figures[f"majority_{metric}"])
-
-
-def ablation_rows(variant: str, task: str, result: Result) -> Iterator[Row]:
-    for key in result["sizes"]:
-        size = result[key]
-        yield from run_rows(size["runs"], stage="ablation", task=task, variant=variant,
-                            train_size=size["train_examples"])
-
-
-def transfer_rows(task: str, result: Result,
-                  ablation: dict[str, dict[str, Result]]) -> Iterator[Row]:
-    """Each k's runs; an end that Table 5's cell fine-tuned (`from_ablation`: the variant) has
-    the runs of that `ablation` file (variant -> task -> file) at the transfer's train size."""
-    for k in range(result["n_layer"] + 1):
-        if (layer := result.get(f"layers_{k}")) is None:
-            continue
-        if (variant := layer.get("from_ablation")) is not None:
-            cell = ablation[variant][task]
-            (runs,) = [cell[key]["runs"] for key in cell["sizes"]
-                       if cell[key]["max_train_examples"] == result["max_train_examples"]]
-        else:
-            runs = layer["runs"]
-        yield from run_rows(runs, stage="transfer", task=task, layers=k,
-                            train_size=result["train_examples"])
-
-
-def zero_shot_rows(task: str, result: Result) -> Iterator[Row]:
-    """Each trunk's score (variant: the trunk) at each pretraining snapshot (step), and the
-    task's chance level (variant `chance`)."""
-    at = {"stage": "zero_shot", "task": task, "split": result["split"],
-          "metric": result["metric"]}
-    yield _row(**at, variant="chance", value=result["chance"])
-    for trunk, curve in result["trunks"].items():
-        for step, score in zip(curve["steps"], curve["scores"], strict=True):
-            yield _row(**at, variant=trunk, step=step, value=score)
-
-
-@dataclass(frozen=True)
-class Results:
-    """A run's figures: `values`, the long table (SCHEMA), and `skipped`, what did not run
-    (stage, task, variant, reason)."""
-
-    values: pl.DataFrame
-    skipped: pl.DataFrame
-
-    def over_seeds(self) -> pl.DataFrame:
-        """`over_seeds(self.values)`."""
-        return over_seeds(self.values)
-
-
-def results(data: RunData) -> Results:
-    """Every metrics file of `data` in the long table, and what did not run."""
-    return collect(pretrain=data.pretrain, pretrain_lstm=data.pretrain_lstm,
-                   lm_eval=data.lm_eval, finetune=data.finetune, ablation=data.ablation,
-                   transfer=data.transfer, zero_shot=data.zero_shot)
-
-
-def collect(pretrain: Result | None = None, pretrain_lstm: Result | None = None,
-            lm_eval: Result | None = None, finetune: dict[str, Result] | None = None,
-            ablation: dict[str, dict[str, Result]] | None = None,
-            transfer: dict[str, Result] | None = None,
-            zero_shot: dict[str, Result] | None = None) -> Results:
-    """The long table of the metrics files given (task -> file; variant -> task -> file for the
-    ablations), and what did not run."""
-    rows: list[Row] = [*pretrain_rows("pretrain", pretrain),
-                       *pretrain_rows("pretrain_lstm", pretrain_lstm)]
-    skipped: list[Row] = []
-
-    def take(result: Result, rows_of: Iterator[Row], stage: str, task: str | None = None,
-             variant: str | None = None) -> None:
-        if result["run"]:
-            rows.extend(rows_of)
-        else:
-            skipped.append({"stage": stage, "task": task, "variant": variant,
-                            "reason": result["reason"]})
-
-    if lm_eval is not None:
-        take(lm_eval, lm_eval_rows(lm_eval), "lm_eval")
-    for task, result in (finetune or {}).items():
-        take(result, finetune_rows(task, result), "finetune", task)
-    for variant, files in (ablation or {}).items():
-        for task, result in files.items():
-            take(result, ablation_rows(variant, task, result), "ablation", task, variant)
-    for task, result in (transfer or {}).items():
-        take(result, transfer_rows(task, result, ablation or {}), "transfer", task)
-    for task, result in (zero_shot or {}).items():
-        take(result, zero_shot_rows(task, result), "zero_shot", task)
-    return Results(pl.DataFrame(rows, schema=SCHEMA, orient="row"),
-                   pl.DataFrame(skipped, schema=SKIPPED_SCHEMA, orient="row"))
-
-
-def final_epochs(values: pl.DataFrame) -> pl.DataFrame:
-    """Each fine-tuning run's figures after its last epoch (rows without an epoch kept)."""
-    last = pl.col("epoch").max().over([*KEYS, "seed"])
-    return values.filter(pl.col("epoch").is_null() | (pl.col("epoch") == last))
-
-
-def over_seeds(values: pl.DataFrame) -> pl.DataFrame:
-    """One row per figure (KEYS, in their first order) after the last epoch: its median, min and
-    max over seeds, the number of seeds and which."""
-    return (final_epochs(values)
-            .group_by(KEYS, maintain_order=True)
-            .agg(median=pl.col("value").median(), min=pl.col("value").min(),
-                 max=pl.col("value").max(), seeds=pl.col("seed").drop_nulls().unique().sort())
-            .with_columns(n_seeds=pl.col("seeds").list.len()))
+from gpt1.reporting.run import Results, Run
 
 
 def headline_metrics(tasks: dict[str, TaskParams]) -> pl.DataFrame:
@@ -205,6 +20,7 @@ def headline_metrics(tasks: dict[str, TaskParams]) -> pl.DataFrame:
                          "split": [t.eval_splits[0] for t in tasks.values()]})
 
 
+
 def headlines(summary: pl.DataFrame, tasks: dict[str, TaskParams], stage: str) -> pl.DataFrame:
     """`summary`'s rows (over_seeds) of `stage` on each task's headline metric and split."""
     return summary.filter(pl.col("stage") == stage).join(headline_metrics(tasks),
@@ -212,21 +28,12 @@ def headlines(summary: pl.DataFrame, tasks: dict[str, TaskParams], stage: str) -
                                                          how="semi", maintain_order="left")
 
 
-def why_skipped(skipped: pl.DataFrame, stage: str, task: str | None = None,
-                variant: str | None = None) -> str | None:
-    """Why `stage` (for `task` and `variant`, where given) did not run; None if it ran."""
-    rows = skipped.filter(pl.col("stage") == stage)
-    if task is not None:
-        rows = rows.filter(pl.col("task") == task)
-    if variant is not None:
-        rows = rows.filter(pl.col("variant") == variant)
-    return rows["reason"][0] if rows.height else None
-
 
 def cell(median: float, low: float, high: float, seeds: int = 2) -> str:
     """A figure over seeds as "median [min, max]", one decimal each; over one seed (or
     none: a baseline), the figure alone."""
     return f"{median:.1f}" if seeds <= 1 else f"{median:.1f} [{low:.1f}, {high:.1f}]"
+
 
 
 def table5(summary: pl.DataFrame, tasks: dict[str, TaskParams]) -> pl.DataFrame:
@@ -245,6 +52,21 @@ def table5(summary: pl.DataFrame, tasks: dict[str, TaskParams]) -> pl.DataFrame:
                       maintain_order=True)
 
 
+
+def full_against_no_pretrain(run: Run) -> list[tuple[str, int, dict, dict]]:
+    """Table 5's pairs where both ran: (task, train size, full's row, no_pretrain's row) of the
+    task's headline metric over seeds, in the order the ablations ran."""
+    rows = headlines(run.summary, run.tasks, "ablation")
+    full = rows.filter(pl.col("variant") == "full")
+    bare = rows.filter(pl.col("variant") == "no_pretrain")
+    pairs = full.join(bare, on=["task", "train_size"], suffix="_bare", maintain_order="left")
+    return [(r["task"], r["train_size"],
+             {k: r[k] for k in ("median", "min", "max", "seeds", "n_seeds")},
+             {k: r[f"{k}_bare"] for k in ("median", "min", "max", "seeds", "n_seeds")})
+            for r in pairs.iter_rows(named=True)]
+
+
+
 def transfer_medians(summary: pl.DataFrame, tasks: dict[str, TaskParams]) -> pl.DataFrame:
     """Figure 2 (left) as a table: a row per task, a column per number of layers transferred
     (`0`, `1`, ...), each the median over seeds of the task's headline metric."""
@@ -255,6 +77,7 @@ def transfer_medians(summary: pl.DataFrame, tasks: dict[str, TaskParams]) -> pl.
                       maintain_order=True)
 
 
+
 def zero_shot_scores(values: pl.DataFrame) -> pl.DataFrame:
     """Figure 2 (right) as a table: a row per trunk and snapshot step, a column per task."""
     scores = values.filter((pl.col("stage") == "zero_shot") & pl.col("step").is_not_null())
@@ -262,3 +85,30 @@ def zero_shot_scores(values: pl.DataFrame) -> pl.DataFrame:
         return pl.DataFrame(schema={"variant": pl.Utf8, "step": pl.Int64})
     return scores.pivot(on="task", index=["variant", "step"], values="value",
                         aggregate_function="first", maintain_order=True)
+
+
+
+def metric_rows(tasks: dict[str, TaskParams], found: Results) -> list[dict[str, Any]]:
+    """The fine-tuning figures as table rows (the Prefect artifact `gpt1-metrics`), one per task,
+    dev split and metric: median, min and max over seeds, the seeds, the majority class and the
+    paper's figure; one per task that did not run, saying why. Registry order."""
+    summary = found.over_seeds().filter(pl.col("stage") == "finetune")
+    ours = summary.filter(pl.col("variant").is_null() & (pl.col("split") != "train"))
+    majority = summary.filter(pl.col("variant") == "majority").select(
+        "task", "split", "metric", pl.col("median").alias("majority"))
+    papers = pl.DataFrame([(name, split, task.metrics[0], figure)
+                           for name, task in tasks.items() for split, figure in task.paper.items()],
+                          schema={"task": pl.Utf8, "split": pl.Utf8, "metric": pl.Utf8,
+                                  "paper": pl.Float64}, orient="row")
+    order = pl.DataFrame({"task": list(tasks), "order": range(len(tasks))})
+    table = (ours.join(majority, on=["task", "split", "metric"], how="left")
+             .join(papers, on=["task", "split", "metric"], how="left")
+             .join(order, on="task")
+             .with_columns(note=pl.lit(""))
+             .select("order", "task", "split", "metric", "median", "min", "max",
+                     pl.col("n_seeds").alias("seeds"), "majority", "paper", "note"))
+    skipped = (found.skipped.filter(pl.col("stage") == "finetune").join(order, on="task")
+               .select("order", "task", note=pl.format("not run: {}", "reason")))
+    return (pl.concat([table, skipped], how="diagonal_relaxed")
+            .with_columns(pl.col("seeds").fill_null(0))
+            .sort("order", maintain_order=True).drop("order").to_dicts())

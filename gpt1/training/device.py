@@ -9,12 +9,11 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from gpt1.errors import InputError
-from gpt1.machine import machine
+from gpt1.machine import cpu_has_native_bf16, machine
 from gpt1.training.allocator import keep_freed_memory
 
 if TYPE_CHECKING:
     from gpt1.config import Compile
-    from gpt1.training.distributed import Group
 
 
 def resolve_device(name: str) -> torch.device:
@@ -25,13 +24,6 @@ def resolve_device(name: str) -> torch.device:
     if device.type == "cuda" and not torch.cuda.is_available():
         raise InputError(f"device {name!r} requested but CUDA is not available")
     return device
-
-
-def cpu_has_native_bf16() -> bool:
-    """Whether this CPU multiplies bf16 matrices in hardware (AMX tiles or AVX512-BF16); on
-    others, oneDNN emulates bf16 and it is slower than fp32."""
-    probes = ("_is_amx_tile_supported", "_is_avx512_bf16_supported")
-    return any(getattr(torch.cpu, probe, lambda: False)() for probe in probes)
 
 
 def resolve_dtype(precision: str, device: torch.device) -> torch.dtype:
@@ -71,11 +63,12 @@ class Placement:
                 "compiled": compiled, "processes": processes, "machine": machine()}
 
 
-def placement(device_name: str, precision: str, group: Group | None = None) -> Placement:
-    """The device `device_name` resolves to (`group.device`: with several processes on CUDA,
-    each one's own GPU) and the dtype `precision` resolves to there, with the backends set up
-    for that device (`configure_backends`)."""
-    device = group.device(device_name) if group is not None else resolve_device(device_name)
+def placement(device: str | torch.device, precision: str) -> Placement:
+    """The device `device` names (`resolve_device`), or `device` itself where it is resolved
+    already (with several processes on CUDA, each one's own GPU: `Group.device`), and the dtype
+    `precision` resolves to there, with the backends set up for that device
+    (`configure_backends`)."""
+    device = resolve_device(device) if isinstance(device, str) else device
     dtype = resolve_dtype(precision, device)
     configure_backends(device)
     return Placement(device, dtype)

@@ -17,9 +17,9 @@ import torch.nn.functional as F
 
 from gpt1.config import Params
 from gpt1.corpus.books import corpus_files, read_book, split_documents
-from gpt1.corpus.bpe import GPT1Tokenizer
 from gpt1.corpus.shards import cross_entropy, read_verified_split, unigram_log_probs
 from gpt1.corpus.text import TextCleaner
+from gpt1.corpus.tokenizer import GPT1Tokenizer
 from gpt1.errors import InputError
 from gpt1.model.trunk import Trunk
 from gpt1.records import PretrainLosses, TrainManifest, read_record

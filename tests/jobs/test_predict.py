@@ -1,0 +1,278 @@
+"""`gpt1 predict` (gpt1.jobs.predict) over a fine-tuned model folder that stands alone
+(gpt1.downstream.standalone): each family's prediction equals its model run on each example
+alone, laid out as the paper's input transformations restated here; every input format; the
+stage `predict@<task>` when there is nothing to predict; bad input as one line."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from gpt1.cli import app
+from gpt1.config import TableParams, TaskParams
+from gpt1.corpus.text import TextCleaner
+from gpt1.corpus.tokenizer import GPT1Tokenizer, train_bpe
+from gpt1.downstream.families import family_of
+from gpt1.downstream.standalone import load_finetuned, save_finetuned, task_card
+from gpt1.jobs.predict import predict_file
+from gpt1.model.heads import TaskModel
+from gpt1.model.transformer import GPT1, GPT1Config
+from gpt1.records import write_not_run_table
+
+REVIEWS = ["a gripping film , i loved it", "dull and far too long", "the cast is great",
+           "i would not watch it again", "a quiet , lovely story"]
+
+
+@pytest.fixture(scope="module")
+def tokenizer_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    texts = [*REVIEWS, "the story ends well", "she left the house"] * 10
+    path = tmp_path_factory.mktemp("tok") / "tokenizer.json"
+    GPT1Tokenizer(train_bpe(texts, vocab_size=300, min_frequency=1)).backend.save(str(path))
+    return path
+
+
+def spec(family: str, labels: list[str] | None, columns: dict[str, object] | None = None,
+         scores: list[float] | None = None) -> TaskParams:
+    metrics = (["pearson"] if family == "similarity" and labels is None else ["accuracy"])
+    table = (TableParams(columns=columns, scores=scores) if columns is not None or scores
+             else None)
+    return TaskParams(title="Mine", family=family, reader="table" if table else "glue_sst2",
+                      table=table, labels=labels, metrics=metrics,
+                      files={"train": "mine/train.csv", "dev": "mine/dev.csv"})
+
+
+def make_model(folder: Path, task: TaskParams, tokenizer_file: Path, seed: int) -> Path:
+    """A fine-tuned model folder of a tiny random trunk and head."""
+    torch.manual_seed(seed)
+    tok = GPT1Tokenizer.load(tokenizer_file)
+    trunk = GPT1(GPT1Config(vocab_size=tok.vocab_size, n_ctx=32, n_embd=32, n_layer=2,
+                            n_head=2))
+    model = TaskModel(trunk, family_of(task), family_of(task).n_outputs(task), 0.1, seed)
+    with torch.no_grad():
+        model.head.bias.normal_()  # a head whose bias matters, as a fine-tuned one's
+    folder.mkdir(parents=True)
+    save_finetuned(folder, model, task_card("mine", task, 32, seed), tokenizer_file)
+    return folder
+
+
+def ids(tok: GPT1Tokenizer, text: str) -> list[int]:
+    return tok.encode(TextCleaner()(text))
+
+
+def outputs_one_by_one(folder: Path, sequences: list[list[int]]) -> list[torch.Tensor]:
+    """The model's head outputs for each sequence alone: no batch, no padding."""
+    loaded = load_finetuned(folder)
+    with torch.no_grad():
+        return [loaded.model(torch.tensor([s]), torch.tensor([len(s)]), 1)[0][0]
+                for s in sequences]
+
+
+def write_csv(path: Path, text: str) -> Path:
+    path.write_bytes(text.encode("utf-8"))
+    return path
+
+
+def test_classification_predictions_are_the_model_on_each_example_alone(
+        tmp_path: Path, tokenizer_file: Path) -> None:
+    folder = make_model(tmp_path / "model", spec("classification", ["neg", "pos"],
+                                                 {"text": "review"}), tokenizer_file, 1)
+    # a BOM, CRLF, a quoted review over two lines with doubled quotes, no final newline
+    source = write_csv(tmp_path / "new.csv", "\ufeffid,review\r\n1,\"a gripping film , i loved it\""
+                       "\r\n2,\"dull and \"\"far\"\"\ntoo long\"\n3,the cast is great")
+    out = tmp_path / "scored.parquet"
+    assert predict_file(folder, source, out) == 3
+    got = pq.read_table(out).to_pylist()
+    assert [row["id"] for row in got] == ["1", "2", "3"]
+    assert got[1]["review"] == 'dull and "far"\ntoo long'
+    tok = GPT1Tokenizer.load(tokenizer_file)
+    texts = ["a gripping film , i loved it", 'dull and "far"\ntoo long', "the cast is great"]
+    # the paper's classification transform: <start> text <extract>
+    expected = outputs_one_by_one(folder, [[tok.start_id, *ids(tok, t), tok.classify_id]
+                                           for t in texts])
+    for row, logits in zip(got, expected, strict=True):
+        probs = torch.softmax(logits.double(), dim=0).numpy()
+        assert row["prediction"] == ["neg", "pos"][int(probs.argmax())]
+        assert row["probability_neg"] == pytest.approx(probs[0], abs=1e-5)
+        assert row["probability_pos"] == pytest.approx(probs[1], abs=1e-5)
+
+
+def test_similarity_score_adds_both_orders(tmp_path: Path, tokenizer_file: Path) -> None:
+    folder = make_model(tmp_path / "model", spec("similarity", None, {"text_a": "a",
+                                                                      "text_b": "b"}, [0, 5]),
+                        tokenizer_file, 2)
+    source = tmp_path / "pairs.jsonl"
+    source.write_text('{"a": "the story ends well", "b": "she left the house"}\n\n'
+                      '{"a": "dull and far too long", "b": "the cast is great"}\n')
+    out = tmp_path / "scored.jsonl"
+    predict_file(folder, source, out)
+    got = [json.loads(line) for line in out.read_text().splitlines()]
+    tok = GPT1Tokenizer.load(tokenizer_file)
+    loaded = load_finetuned(folder)
+    for row in got:
+        a, b = ids(tok, row["a"]), ids(tok, row["b"])
+        both = [[tok.start_id, *a, tok.delim_id, *b, tok.classify_id],
+                [tok.start_id, *b, tok.delim_id, *a, tok.classify_id]]
+        with torch.no_grad():  # the paper: both orders' final states added, then the head
+            states = [loaded.model.trunk(torch.tensor([s]))[0, -1] for s in both]
+            score = loaded.model.head(states[0] + states[1])[0]
+        assert row["prediction"] == pytest.approx(float(score), abs=1e-5)
+        assert set(row) == {"a", "b", "prediction"}
+
+
+def test_multiple_choice_picks_a_candidate(tmp_path: Path, tokenizer_file: Path) -> None:
+    folder = make_model(tmp_path / "model",
+                        spec("multiple_choice", None, {"context": "story",
+                                                       "choices": ["end1", "end2"]}),
+                        tokenizer_file, 3)
+    source = write_csv(tmp_path / "stories.tsv", "story\tend1\tend2\n"
+                       "she left the house\tthe story ends well\ta quiet , lovely story\n"
+                       "the cast is great\ti loved it\tdull\n")
+    out = tmp_path / "scored.csv"
+    predict_file(folder, source, out)
+    rows = list(csv.DictReader(out.open(encoding="utf-8")))
+    tok = GPT1Tokenizer.load(tokenizer_file)
+    for row in rows:
+        context = ids(tok, row["story"])
+        endings = [row["end1"], row["end2"]]
+        scores = outputs_one_by_one(folder, [[tok.start_id, *context, tok.delim_id,
+                                              *ids(tok, e), tok.classify_id] for e in endings])
+        chosen = int(np.argmax([float(s[0]) for s in scores]))
+        assert int(row["prediction"]) == chosen
+        assert row["prediction_text"] == endings[chosen]
+
+
+def test_batches_of_any_size_predict_the_same(tmp_path: Path, tokenizer_file: Path) -> None:
+    folder = make_model(tmp_path / "model", spec("classification", ["a", "b", "c"]),
+                        tokenizer_file, 4)
+    source = tmp_path / "in.parquet"
+    pq.write_table(pa.table({"text": REVIEWS * 3, "n": list(range(15))}), source)
+    whole, streamed = tmp_path / "whole.parquet", tmp_path / "streamed.parquet"
+    predict_file(folder, source, whole)
+    predict_file(folder, source, streamed, batch_rows=2, batch_size=3)
+    a, b = pq.read_table(whole), pq.read_table(streamed)
+    assert a.column("prediction").to_pylist() == b.column("prediction").to_pylist()
+    assert a.column("n").to_pylist() == list(range(15))
+    np.testing.assert_allclose(a.column("probability_a").to_numpy(),
+                               b.column("probability_a").to_numpy(), atol=1e-5)
+
+
+def cli(*args: str) -> object:
+    return CliRunner().invoke(app, ["predict", *args])
+
+
+@pytest.mark.parametrize("case", ["missing column", "not a fine-tuned model", "clash",
+                                  "bad row", "bad device"])
+def test_bad_input_is_one_line_and_keeps_the_old_output(tmp_path: Path, tokenizer_file: Path,
+                                                        case: str) -> None:
+    folder = make_model(tmp_path / "model", spec("classification", ["neg", "pos"],
+                                                 {"text": "review"}), tokenizer_file, 5)
+    source = write_csv(tmp_path / "in.csv", "id,review\n1,fine\n")
+    model, extra = str(folder), []
+    expected = {"missing column": f"{tmp_path / 'in.csv'}: no column 'review'",
+                "not a fine-tuned model": f"{tmp_path / 'pretrained' / 'task.json'}: not found",
+                "clash": "columns ['prediction'] would be overwritten",
+                "bad row": f"{tmp_path / 'in.csv'}:3: expected 2 fields, got 3",
+                "bad device": "--device 'gpu'"}[case]
+    if case == "missing column":
+        write_csv(source, "id,text_of_review\n1,fine\n")
+    elif case == "not a fine-tuned model":
+        (tmp_path / "pretrained").mkdir()
+        for name in ("config.json", "model.safetensors", "tokenizer.json"):
+            (tmp_path / "pretrained" / name).write_bytes((folder / name).read_bytes())
+        model = str(tmp_path / "pretrained")
+    elif case == "clash":
+        write_csv(source, "review,prediction\nfine,x\n")
+    elif case == "bad row":
+        write_csv(source, "id,review\n1,fine\n2,too,many\n")
+    else:
+        extra = ["--device", "gpu"]
+    out = tmp_path / "out.csv"
+    out.write_text("kept\n")
+    result = cli("--model", model, "--input", str(source), "--out", str(out), *extra)
+    assert result.exit_code == 2, result.output
+    assert result.output.count("\n") == 1 and expected in result.output
+    assert out.read_text() == "kept\n"
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
+
+
+def test_not_run_table_says_why(tmp_path: Path) -> None:
+    path = tmp_path / "predictions" / "sst2.parquet"
+    path.parent.mkdir()
+    write_not_run_table(path, "no files.predict in its registry entry")
+    table = pq.read_table(path)
+    assert table.num_rows == 0
+    assert table.schema.metadata[b"gpt1.not_run"] == b"no files.predict in its registry entry"
+
+
+def test_the_stage_names_the_registry_for_an_unknown_task() -> None:
+    from gpt1.config import ParamsError, load_params
+    from tasks import predict as stage
+
+    params = load_params(Path(__file__).resolve().parents[2] / "params.yaml")
+    with pytest.raises(ParamsError, match=r"task 'nope' is not in the task registry \(tasks: "
+                                          r"\['cola', 'mnli',"):
+        stage.run(params, "nope")
+
+
+# each family's entry (reader: table, a files.predict) and the file to score
+STAGE_CASES = {
+    "classification": ({"labels": ["neg", "pos"], "metrics": ["accuracy"],
+                        "table": {"columns": {"text": "review"}}},
+                       "review\nthe cast is great\n\"dull,\nfar too long\"\n"),
+    "entailment": ({"labels": ["entails", "neutral", "contradicts"], "metrics": ["accuracy"],
+                    "table": {"columns": {"premise": "a", "hypothesis": "b"}}},
+                   "a,b\nshe left the house,she left\nthe story ends well,it rains\n"),
+    "similarity": ({"labels": None, "metrics": ["pearson"],
+                    "table": {"columns": {"text_a": "a", "text_b": "b"}, "scores": [0, 5]}},
+                   "a,b\nshe left the house,she left\nthe story ends well,it rains\n"),
+    "multiple_choice": ({"labels": None, "metrics": ["accuracy"],
+                         "table": {"columns": {"context": "story", "choices": ["e1", "e2"]}}},
+                        "story,e1,e2\nshe left the house,she came back,it rained\n"
+                        "the cast is great,i loved it,dull\n"),
+}
+
+
+@pytest.mark.parametrize("family", sorted(STAGE_CASES))
+def test_the_stage_scores_files_predict_for_every_family(
+        tmp_path: Path, tokenizer_file: Path, monkeypatch: pytest.MonkeyPatch,
+        family: str) -> None:
+    from gpt1.config import parse_params, read_yaml
+    from tasks import predict as stage
+
+    entry, text = STAGE_CASES[family]
+    entry = {"title": "Mine", "family": family, "reader": "table", **entry,
+             "files": {"train": "mine/train.csv", "dev": "mine/dev.csv",
+                       "predict": "mine/new.csv"}}
+    raw = read_yaml((Path(__file__).resolve().parents[2] / "params.yaml").read_text())
+    raw["ingest"]["root"] = str(tmp_path / "root")
+    raw["tasks"], raw["finetune"]["tasks"] = {"mine": entry}, ["mine"]
+    for analysis in ("ablation", "transfer", "zero_shot"):
+        raw["analysis"][analysis]["tasks"] = {}
+    params = parse_params(raw)
+    (tmp_path / "root" / "mine").mkdir(parents=True)
+    write_csv(tmp_path / "root" / "mine" / "new.csv", text)
+    make_model(tmp_path / "artifacts" / "finetune" / "mine", params.tasks["mine"],
+               tokenizer_file, 6)
+    monkeypatch.chdir(tmp_path)
+    stage.run(params, "mine")
+    rows = pq.read_table(tmp_path / "predictions" / "mine.parquet").to_pylist()
+    source = list(csv.DictReader(io.StringIO(text)))
+    assert [{k: row[k] for k in source[0]} for row in rows] == source
+    predicted = [row["prediction"] for row in rows]
+    if family == "similarity":
+        assert all(isinstance(p, float) for p in predicted)
+    elif family == "multiple_choice":
+        assert all(row["prediction_text"] == row[f"e{row['prediction'] + 1}"] for row in rows)
+    else:
+        assert set(predicted) <= set(entry["labels"])
+        assert all(sum(row[f"probability_{label}"] for label in entry["labels"])
+                   == pytest.approx(1.0) for row in rows)

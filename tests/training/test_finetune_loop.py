@@ -1,0 +1,412 @@
+"""gpt1.training.finetune_loop: each family's head, padding, the auxiliary LM loss, and toy tasks
+that a tiny model must learn."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+import gpt1.training.finetune_loop
+from gpt1.config import Family, FinetuneTrainParams, TaskParams
+from gpt1.downstream.families import FAMILIES
+from gpt1.downstream.task_model import task_model
+from gpt1.model.heads import TaskModel, ignored_padding_loss, lm_loss_on_text
+from gpt1.model.lstm import LSTM, LSTMConfig
+from gpt1.model.transformer import GPT1, GPT1Config
+from gpt1.model.trunk import Trunk
+from gpt1.training.finetune_loop import (
+    FinetuneResult,
+    bucketed_batches,
+    finetune,
+    pad_batch,
+    predict,
+)
+from tests.conftest import read_as_off_the_cpu
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+V, CTX = 13, 32
+START, DELIM, CLASSIFY, PAD = 9, 10, 11, 12  # words are 0..8
+
+Examples = list[list[list[int]]]
+
+
+def toy_model(family: Family = "classification", outputs: int = 2, dropout: float = 0.0,
+               seed: int = 0, trunk: str = "gpt1") -> TaskModel:
+    """A head on a small GPT-1, or on the paper's recurrent control (`trunk="lstm"`)."""
+    torch.manual_seed(seed)
+    body: Trunk = (GPT1(GPT1Config(vocab_size=V, n_ctx=CTX, n_embd=32, n_layer=2, n_head=2,
+                                   embd_pdrop=dropout, attn_pdrop=dropout, resid_pdrop=dropout))
+                   if trunk == "gpt1" else
+                   LSTM(LSTMConfig(vocab_size=V, n_ctx=CTX, n_embd=32, embd_pdrop=dropout,
+                                   resid_pdrop=dropout)))
+    return TaskModel(body, FAMILIES[family], outputs, dropout, seed)
+
+
+def seq(*segments: list[int]) -> list[int]:
+    """`<start> a <delim> b ... <classify>`."""
+    body = [tok for i, s in enumerate(segments) for tok in ([DELIM] if i else []) + s]
+    return [START, *body, CLASSIFY]
+
+
+def _cfg(**changes: object) -> FinetuneTrainParams:
+    base = dict(seed=0, device="cpu", precision="fp32", lr=1e-2, batch_size=16, epochs=3,
+                warmup_fraction=0.1, weight_decay=0.01, grad_clip=1.0, lm_coef=0.5,
+                clf_dropout=0.1)
+    return FinetuneTrainParams(**{**base, **changes})
+
+
+# Toy tasks, one per family: (examples, targets) from a seed; lengths vary.
+
+def _words(rng: np.random.Generator, group: int) -> list[int]:
+    """2 to 7 words of group 0 ({0, 1, 2}), 1 ({3, 4, 5}) or 2 ({6, 7, 8})."""
+    return (rng.integers(0, 3, size=rng.integers(2, 8)) + 3 * group).tolist()
+
+
+def classification(n: int, seed: int) -> tuple[Examples, np.ndarray]:
+    """The label is the group of the text's words."""
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(0, 2, size=n)
+    return [[seq(_words(rng, label))] for label in labels], labels
+
+
+def entailment(n: int, seed: int) -> tuple[Examples, np.ndarray]:
+    """Three labels: the group of the hypothesis' words; the premise is noise."""
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(0, 3, size=n)
+    return [[seq(_words(rng, rng.integers(0, 3)), _words(rng, label))] for label in labels], labels
+
+
+def similarity(n: int, seed: int) -> tuple[Examples, np.ndarray]:
+    """Both texts' words come from the label's group; both orders."""
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(0, 2, size=n)
+    pairs = [(_words(rng, label), _words(rng, label)) for label in labels]
+    return [[seq(a, b), seq(b, a)] for a, b in pairs], labels
+
+
+def regression(n: int, seed: int) -> tuple[Examples, np.ndarray]:
+    """A score 0-5 spelled by the words: both texts repeat word `score`."""
+    rng = np.random.default_rng(seed)
+    scores = rng.integers(0, 6, size=n)
+    pairs = [([s] * rng.integers(1, 5), [s] * rng.integers(1, 5)) for s in scores.tolist()]
+    return [[seq(a, b), seq(b, a)] for a, b in pairs], scores.astype(np.float32)
+
+
+def multiple_choice(n: int, seed: int) -> tuple[Examples, np.ndarray]:
+    """Three choices after a noise context; the right one's words are of group 1, the others' 0."""
+    rng = np.random.default_rng(seed)
+    answers = rng.integers(0, 3, size=n)
+    examples = []
+    for answer in answers:
+        context = _words(rng, rng.integers(0, 3))
+        examples.append([seq(context, _words(rng, int(k == answer))) for k in range(3)])
+    return examples, answers
+
+
+TOYS: dict[str, tuple[Family, int, Callable[[int, int], tuple[Examples, np.ndarray]]]] = {
+    "classification": ("classification", 2, classification),
+    "entailment": ("entailment", 3, entailment),
+    "similarity": ("similarity", 2, similarity),
+    "regression": ("similarity", 1, regression),
+    "multiple_choice": ("multiple_choice", 1, multiple_choice),
+}
+
+
+def test_pad_batch() -> None:
+    ids, lengths = pad_batch([[1, 2, 3], [4], [5, 6]], pad_id=PAD)
+    assert ids.dtype == torch.long and lengths.tolist() == [3, 1, 2]
+    assert ids.tolist() == [[1, 2, 3], [4, PAD, PAD], [5, 6, PAD]]
+    ids, lengths = pad_batch([[7, 8]], pad_id=0)
+    assert ids.tolist() == [[7, 8]] and lengths.tolist() == [2]
+
+
+def _epoch(lengths: np.ndarray, seed: int, batch_size: int = 8,
+           bucket_batches: int = 4) -> list[list[int]]:
+    rng = np.random.default_rng(seed)
+    return [b.tolist() for b in bucketed_batches(lengths, batch_size, rng, bucket_batches)]
+
+
+def test_bucketed_batches_cover_each_example_once_and_are_seeded() -> None:
+    lengths = np.random.default_rng(0).integers(3, 60, size=203)
+    batches = _epoch(lengths, seed=1)
+    assert len(batches) == 26  # ceil(203 / 8): one short batch, the last of the last chunk
+    assert sorted(len(b) for b in batches)[1:] == [8] * 25
+    assert sorted(i for b in batches for i in b) == list(range(203))
+    assert batches == _epoch(lengths, seed=1)
+    assert batches != _epoch(lengths, seed=2)
+    # a second epoch from the same generator is another order, still covering every example
+    rng = np.random.default_rng(1)
+    first, second = (bucketed_batches(lengths, 8, rng, 4) for _ in range(2))
+    assert [b.tolist() for b in first] == batches
+    assert sorted(np.concatenate(second).tolist()) == list(range(203))
+    assert [b.tolist() for b in second] != batches
+
+
+def test_bucketed_batches_group_similar_lengths() -> None:
+    lengths = np.random.default_rng(0).integers(3, 60, size=640)
+    batches = bucketed_batches(lengths, 16, np.random.default_rng(0), bucket_batches=40)
+    bucketed = sum(int(lengths[b].max()) * len(b) for b in batches)
+    shuffled = np.random.default_rng(0).permutation(640).reshape(-1, 16)
+    random = sum(int(lengths[b].max()) * len(b) for b in shuffled)
+    assert bucketed < 0.6 * random  # padded tokens: one chunk of the whole set is sorted
+    starts = [int(lengths[b].min()) for b in batches]
+    assert starts != sorted(starts)  # the batch order is shuffled, not short to long
+
+
+def test_finetune_trains_on_every_example_each_epoch(monkeypatch: pytest.MonkeyPatch) -> None:
+    examples, labels = classification(40, seed=5)
+    seen: list[tuple[int, ...]] = []
+
+    def recording(seqs: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+        seen.extend(map(tuple, seqs))
+        return pad_batch(seqs, pad_id)
+
+    monkeypatch.setattr(gpt1.training.finetune_loop, "pad_batch", recording)
+    finetune(toy_model(), examples, labels, PAD, _cfg(epochs=2, batch_size=8))
+    expected = sorted(tuple(e[0]) for e in examples)
+    assert sorted(seen[:40]) == expected and sorted(seen[40:]) == expected
+
+
+def test_head_reads_the_last_real_token() -> None:
+    model = toy_model().eval()
+    seqs = [seq([1, 2, 3, 4]), seq([5]), seq([1, 6, 2])]
+    ids, lengths = pad_batch(seqs, PAD)
+    with torch.no_grad():
+        batched, hidden = model(ids, lengths, 1)
+        assert batched.shape == (3, 2) and hidden.shape == (3, 6, 32)
+        for row, s in enumerate(seqs):
+            torch.testing.assert_close(batched[row], model.head(hidden[row, len(s) - 1]))
+
+
+def test_head_initialisation_is_the_seeds() -> None:
+    model = toy_model(seed=0)
+    assert model.head.weight.shape == (2, 32)
+    assert torch.equal(model.head.bias, torch.zeros(2))
+    assert abs(model.head.weight.std().item() - 0.02) < 0.01
+    torch.manual_seed(123)  # the global RNG plays no part
+    same = TaskModel(model.trunk, FAMILIES["classification"], 2, 0.1, seed=0)
+    other = TaskModel(model.trunk, FAMILIES["classification"], 2, 0.1, seed=1)
+    assert torch.equal(same.head.weight, model.head.weight)
+    assert not torch.equal(other.head.weight, model.head.weight)
+
+
+def test_for_task_sizes_the_head() -> None:
+    def spec(family: Family, labels: list[str] | None, metric: str) -> TaskParams:
+        return TaskParams(title="toy", family=family, reader="toy", labels=labels,
+                          metrics=[metric], files={"train": "train.tsv", "dev": "dev.tsv"})
+
+    trunk, cfg = toy_model().trunk, _cfg(clf_dropout=0.2, seed=3)
+    mnli = task_model(trunk, spec("entailment", ["a", "b", "c"], "accuracy"), cfg)
+    assert (mnli.head.out_features, mnli.dropout.p, mnli.regression) == (3, 0.2, False)
+    assert torch.equal(mnli.head.weight,
+                       TaskModel(trunk, FAMILIES["entailment"], 3, 0.0, 3).head.weight)
+    stsb = task_model(trunk, spec("similarity", None, "pearson"), cfg)
+    assert (stsb.head.out_features, stsb.regression) == (1, True)
+    race = task_model(trunk, spec("multiple_choice", None, "accuracy"), cfg)
+    assert (race.head.out_features, race.regression) == (1, False)
+    with pytest.raises(ValueError, match="1 output per choice, not 4"):
+        TaskModel(trunk, FAMILIES["multiple_choice"], 4, 0.0, 0)
+
+
+def test_similarity_adds_the_two_orders() -> None:
+    model = toy_model("similarity").eval()
+    a, b = [1, 2, 3], [4, 5]
+    ids, lengths = pad_batch([seq(a, b), seq(b, a)], PAD)
+    with torch.no_grad():
+        out, hidden = model(ids, lengths, 2)
+        expected = model.head(hidden[0, len(a) + len(b) + 2] + hidden[1, len(a) + len(b) + 2])
+    assert out.shape == (1, 2)
+    torch.testing.assert_close(out[0], expected)
+    swapped = predict(model, [[seq(b, a), seq(a, b)]], PAD, batch_size=1)
+    np.testing.assert_allclose(swapped, out.numpy(), rtol=0, atol=1e-6)
+
+
+def test_multiple_choice_gives_a_scalar_per_choice() -> None:
+    model = toy_model("multiple_choice", outputs=1).eval()
+    examples, answers = multiple_choice(5, seed=0)
+    ids, lengths = pad_batch([s for e in examples for s in e], PAD)
+    with torch.no_grad():
+        out, hidden = model(ids, lengths, 3)
+        assert out.shape == (5, 3)
+        last = hidden[torch.arange(15), lengths - 1]
+        torch.testing.assert_close(out, model.head(last).view(5, 3))
+        # the task loss is the cross-entropy of a softmax over each example's choices
+        loss = model.loss(out, torch.tensor(answers))
+        expected = -out.log_softmax(dim=1)[torch.arange(5), torch.tensor(answers)].mean()
+        torch.testing.assert_close(loss, expected)
+    assert predict(model, examples, PAD, batch_size=2).shape == (5, 3)
+    assert predict(model, [], PAD, batch_size=2).shape == (0, 0)
+
+
+def test_sequences_per_example_are_checked() -> None:
+    examples, answers = multiple_choice(4, seed=0)
+    examples[2] = examples[2][:2]
+    with pytest.raises(ValueError, match=r"same number of choices.*\[2, 3\]"):
+        finetune(toy_model("multiple_choice", outputs=1), examples, answers, PAD, _cfg())
+    pairs, labels = similarity(4, seed=0)
+    with pytest.raises(ValueError, match=r"similarity example is 2 sequence\(s\).*\[1\]"):
+        predict(toy_model("similarity"), [p[:1] for p in pairs], PAD, batch_size=2)
+    with pytest.raises(ValueError, match="3 targets for 4 examples"):
+        finetune(toy_model("similarity"), pairs, labels[:3], PAD, _cfg())
+
+
+def _padding_ignored(model: TaskModel, hidden: torch.Tensor, ids: torch.Tensor,
+                     lengths: torch.Tensor) -> torch.Tensor:
+    """`lm_loss_on_text` as it computes off the CPU: the padding's targets ignored."""
+    padding = torch.arange(1, ids.shape[1])[None, :] >= lengths[:, None]
+    return ignored_padding_loss(model.trunk, hidden, ids, padding)
+
+
+@pytest.mark.parametrize("lm_loss", [lm_loss_on_text, _padding_ignored])
+def test_lm_loss_on_text_ignores_padding(lm_loss: Callable[..., torch.Tensor]) -> None:
+    model = toy_model().eval()
+    seqs = [seq([1, 2, 3, 4]), seq([5, 6])]
+    ids, lengths = pad_batch(seqs, PAD)
+    with torch.no_grad():
+        _, hidden = model(ids, lengths, 1)
+        loss = lm_loss(model, hidden, ids, lengths)
+        # whatever sits in the padding changes nothing
+        other = ids.clone()
+        other[1, 4:] = torch.tensor([3, 7])
+        _, other_hidden = model(other, lengths, 1)
+        assert lm_loss(model, other_hidden, other, lengths) == loss
+        # it is the mean over the real next-token predictions: 5 + 3 of them
+        terms = []
+        for s in seqs:
+            logits = model.trunk.lm_logits(model.trunk(torch.tensor([s])))[0]
+            terms.append(F.cross_entropy(logits[:-1], torch.tensor(s[1:]), reduction="sum"))
+        torch.testing.assert_close(loss, sum(terms) / 8)
+
+
+def _quality(name: str, outputs: np.ndarray, target: np.ndarray) -> float:
+    """Accuracy, or for regression the Pearson correlation of the scores."""
+    if name == "regression":
+        return float(np.corrcoef(outputs[:, 0], target)[0, 1])
+    return float((outputs.argmax(axis=1) == target).mean())
+
+
+@pytest.mark.parametrize("trunk", ["gpt1", "lstm"])
+@pytest.mark.parametrize("name", TOYS)
+def test_each_family_learns_its_toy_task(name: str, trunk: str) -> None:
+    family, outputs, make = TOYS[name]
+    train, train_targets = make(192, 0)
+    dev, dev_targets = make(100, 1)
+    model = toy_model(family, outputs, dropout=0.1, trunk=trunk)
+    before = _quality(name, predict(model, dev, PAD, batch_size=32), dev_targets)
+    epochs_seen: list[int] = []
+    epoch_losses: list[float] = []
+
+    def on_epoch(epoch: int, m: TaskModel, train_loss: float) -> None:
+        epochs_seen.append(epoch)
+        epoch_losses.append(train_loss)
+        m.eval()  # finetune must put the model back into training mode itself
+
+    result = finetune(model, train, train_targets, PAD, _cfg(), on_epoch)
+    assert isinstance(result, FinetuneResult)
+    assert result.steps == 3 * 12 and epochs_seen == [1, 2, 3]
+    assert np.isfinite(result.train_loss)
+    assert epoch_losses[2] < epoch_losses[0], epoch_losses  # the loss falls
+    dev_out = predict(model, dev, PAD, batch_size=32)
+    width = 3 if family == "multiple_choice" else outputs
+    assert dev_out.shape == (100, width) and dev_out.dtype == np.float32
+    after = _quality(name, dev_out, dev_targets)
+    assert after >= 0.9, f"{name}: dev {after:.2f} after training (before: {before:.2f})"
+    assert not model.training  # predict leaves it in eval mode
+
+
+@pytest.mark.parametrize("trunk", ["gpt1", "lstm"])
+@pytest.mark.parametrize("name", TOYS)
+def test_outputs_do_not_depend_on_the_batch_padding(name: str, trunk: str) -> None:
+    family, outputs, make = TOYS[name]
+    model = toy_model(family, outputs, trunk=trunk)
+    examples, _ = make(12, seed=4)
+    together = predict(model, examples, PAD, batch_size=12)
+    alone = np.concatenate([predict(model, [e], PAD, batch_size=1) for e in examples])
+    np.testing.assert_allclose(together, alone, rtol=0, atol=1e-5)
+    pieces = predict(model, examples, PAD, batch_size=5)
+    np.testing.assert_allclose(pieces, together, rtol=0, atol=1e-5)
+
+
+def _trained(lm_coef: float, weight_decay: float = 0.01) -> TaskModel:
+    examples, labels = similarity(48, seed=3)
+    model = toy_model("similarity", dropout=0.1)
+    finetune(model, examples, labels, PAD,
+             _cfg(epochs=1, lm_coef=lm_coef, weight_decay=weight_decay))
+    return model
+
+
+def test_finetune_is_reproducible() -> None:
+    a, b = _trained(0.5), _trained(0.5)
+    for (name, pa_), pb_ in zip(a.named_parameters(), b.parameters(), strict=True):
+        assert torch.equal(pa_, pb_), name
+
+
+def test_losses_read_at_log_steps_give_the_same_run(monkeypatch: pytest.MonkeyPatch,
+                                                    loss_reads: list[int]) -> None:
+    """Off the CPU the losses are read at the progress display's steps and each epoch's end:
+    the epochs' losses and the weights are those of a run that reads them every step. Here the
+    CPU is made to read as a GPU does."""
+    examples, labels = classification(128, seed=4)  # 16 steps an epoch: a read every 3
+    runs = []
+    for at_log_steps in (False, True):
+        if at_log_steps:
+            read_as_off_the_cpu(monkeypatch, gpt1.training.finetune_loop)
+        loss_reads.clear()
+        model, epoch_losses = toy_model(dropout=0.1), []
+        result = finetune(model, examples, labels, PAD, _cfg(epochs=2, batch_size=8),
+                          lambda epoch, m, loss, seen=epoch_losses: seen.append(loss))
+        runs.append((list(loss_reads), epoch_losses, result.train_loss, model))
+    (every_reads, every_losses, every_loss, a), (log_reads, log_losses, log_loss, b) = runs
+    assert every_reads == list(range(1, 33))
+    assert log_reads == [1, 3, 6, 9, 12, 15, 16, 18, 21, 24, 27, 30, 32]  # and epochs' ends
+    assert log_losses == every_losses and log_loss == every_loss
+    for (name, pa_), pb_ in zip(a.named_parameters(), b.parameters(), strict=True):
+        assert torch.equal(pa_, pb_), name
+
+
+def test_a_non_finite_loss_stops_fine_tuning() -> None:
+    examples, _ = regression(16, seed=0)
+    scores = np.full(len(examples), np.nan, dtype=np.float32)  # every batch's loss is NaN
+    epochs: list[int] = []
+    with pytest.raises(FloatingPointError, match="finetune: the loss became nan at step 1"):
+        finetune(toy_model("similarity", outputs=1), examples, scores, PAD, _cfg(),
+                 lambda epoch, m, loss: epochs.append(epoch))
+    assert not epochs
+
+
+def test_lm_coef_zero_turns_the_lm_loss_off() -> None:
+    with_lm, without = _trained(0.5, weight_decay=0.0), _trained(0.0, weight_decay=0.0)
+    assert not torch.equal(with_lm.head.weight, without.head.weight)
+    unused = 8  # never an input: only the LM loss, through the tied head, reaches its embedding
+    initial = toy_model("similarity").trunk.tokens_embed.weight[unused]
+    assert torch.equal(without.trunk.tokens_embed.weight[unused], initial)
+    assert not torch.equal(with_lm.trunk.tokens_embed.weight[unused], initial)
+
+
+def test_a_compiled_run_follows_the_eager_one(caplog: pytest.LogCaptureFixture,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """torch.compile (compiled for shapes that vary: batch widths and a short last batch)
+    changes how a step computes, not what: the same losses and outputs, to rounding; and one
+    compile serves every batch (a recompile per new batch shape would cost more than it saves)."""
+    monkeypatch.setattr(torch._dynamo.config, "error_on_recompile", True)
+    examples, labels = classification(20, seed=4)
+    losses: dict[bool, list[float]] = {False: [], True: []}
+    outputs = {}
+    for compiled in (False, True):
+        model = toy_model()
+        with caplog.at_level(logging.INFO, logger="gpt1.training.finetune_loop"):
+            result = finetune(
+                model, examples, labels, PAD, _cfg(epochs=2, batch_size=8, compile=compiled),
+                lambda epoch, model, loss, compiled=compiled: losses[compiled].append(loss))
+        assert ("through torch.compile" in caplog.text) == compiled
+        assert (result.compute["device"], result.compute["compiled"]) == ("cpu", compiled)
+        assert 0 < result.startup_seconds < result.seconds  # the first step, timed apart
+        outputs[compiled] = predict(model, examples, PAD, batch_size=8)
+    assert losses[True] == pytest.approx(losses[False], rel=1e-4)
+    np.testing.assert_allclose(outputs[True], outputs[False], rtol=1e-3, atol=1e-4)
