@@ -3,10 +3,14 @@
 - a module of gpt1/ imports only modules of its own layer or of a layer below it (`LAYERS`,
   lowest first), at its top or inside a function, and no import of gpt1/ goes round in a circle;
 - gpt1/ imports none of the folders that drive it (tasks/, flows/, bench/, tests/, tools/), nor
-  Prefect or DVC;
+  Prefect or DVC, and each of those folders imports only what `FOLDER_IMPORTS` lets it;
 - stage `X` runs `python -m tasks.X` (a stage `X_<variant>` runs `tasks.X` with an argument),
   whose job is `gpt1.jobs.X`, the one job it imports; every job is a stage's, and no job imports
-  another."""
+  another;
+- tests/ mirrors the code: `tests/<package>/test_<module>.py` tests `gpt1/<package>/<module>.py`
+  (`tests/test_<module>.py` the top of gpt1/; `tests/{tasks,flows,bench}/` those folders,
+  `tests/tools/` the generator's package), but for the end-to-end runs (tests/e2e/) and the few
+  files of `ACROSS_MODULES`."""
 
 from __future__ import annotations
 
@@ -37,6 +41,25 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 )
 DRIVERS = ("tasks", "flows", "bench", "tests", "tools")  # what drives the library, never below it
 NOT_IN_THE_LIBRARY = ("prefect", "dvc", "dvclive")
+# the folders around the library, and which of ours each may import (docs/design.md)
+FOLDER_IMPORTS = {
+    "tasks": {"gpt1", "tasks"},
+    "flows": {"gpt1", "tasks", "flows"},
+    "bench": {"gpt1", "tasks", "bench", "reference"},
+    "tools": {"gpt1", "tools"},
+    "reference": {"reference"},
+}
+OURS = {"gpt1", *FOLDER_IMPORTS, "tests"}
+# test files about many modules at once, each for a reason its docstring gives
+ACROSS_MODULES = {
+    "tests/test_docs.py",  # docs/ against the code
+    "tests/test_dvc_yaml.py",  # dvc.yaml against the code
+    "tests/test_layers.py",  # this file
+    "tests/tasks/test_stage_modules.py",  # every stage driver is thin and imports no other
+    "tests/tasks/test_stage_not_run.py",  # the task stages' records of why not
+    "tests/flows/test_bad_input.py",  # every flow on bad input
+    "tests/bench/test_list.py",  # `make bench` runs every benchmark
+}
 
 
 def module_name(path: Path, root: Path) -> str:
@@ -152,6 +175,39 @@ def test_no_two_modules_import_each_other() -> None:
 
 def test_the_library_imports_none_of_its_drivers_nor_prefect_or_dvc() -> None:
     assert foreign_imports(library_sources()) == []
+
+
+@pytest.mark.parametrize("folder", sorted(FOLDER_IMPORTS))
+def test_a_folder_imports_only_what_it_may(folder: str) -> None:
+    found = sorted(f"{module_name(p, REPO)} imports {target}"
+                   for p in sorted((REPO / folder).rglob("*.py"))
+                   for target in imports(p.read_text(encoding="utf-8"))
+                   if target.split(".")[0] in OURS - FOLDER_IMPORTS[folder])
+    assert found == [], f"{folder}/ may import only {sorted(FOLDER_IMPORTS[folder])} of ours"
+
+
+def mirrored(test_file: Path, root: Path) -> Path:
+    """The module (or package) a test file tests, by its place and name in tests/."""
+    folder = test_file.parent.relative_to(root / "tests")
+    name = test_file.stem.removeprefix("test_")
+    if folder == Path("."):
+        return root / "gpt1" / f"{name}.py"
+    if folder.parts[0] in ("tasks", "flows", "bench"):
+        return root / folder / f"{name}.py"
+    if folder.parts[0] == "tools":
+        return root / "tools" / name
+    return root / "gpt1" / folder / f"{name}.py"
+
+
+def test_a_test_file_is_named_after_what_it_tests() -> None:
+    tests = [p for p in sorted((REPO / "tests").rglob("test_*.py"))
+             if "e2e" not in p.relative_to(REPO).parts
+             and p.relative_to(REPO).as_posix() not in ACROSS_MODULES]
+    unmatched = [p.relative_to(REPO).as_posix() for p in tests if not mirrored(p, REPO).exists()]
+    assert unmatched == [], "name each after the module it tests, or move it to tests/e2e/"
+    assert mirrored(REPO / "tests" / "corpus" / "test_bpe.py", REPO) == (
+        REPO / "gpt1" / "corpus" / "bpe.py")  # a module since renamed: found missing above
+    assert all((REPO / f).is_file() for f in ACROSS_MODULES)
 
 
 def test_every_module_is_in_a_layer() -> None:

@@ -1,36 +1,20 @@
 """gpt1.corpus.tokenizer: a GPT-1-style BPE with `</w>` word ends, lower-casing and the special
-tokens last; gpt1.jobs.bpe: learned on a folder of document tables and saved."""
+tokens last. (Learned on a folder of document tables and saved, stage bpe's job:
+tests/jobs/test_bpe.py.)"""
 
 from __future__ import annotations
 
 import itertools
 import json
-import random
 from pathlib import Path
 
 import pytest
 from tokenizers import Tokenizer, models
 
-from gpt1.config import BpeParams
 from gpt1.corpus.tokenizer import END_OF_WORD, SPECIAL_TOKENS, UNK, GPT1Tokenizer, train_bpe
-from gpt1.jobs.bpe import learn_bpe
+from tests.corpus_texts import synthetic_corpus
 
 VOCAB = 150
-
-
-def synthetic_corpus(seed: int = 0, docs: int = 300) -> list[str]:
-    """Cleaned-looking documents over a Zipfian vocabulary of made-up words, some upper-case."""
-    rng = random.Random(seed)
-    letters = "abcdefghijklmnopqrstuvwxyz"
-    lexicon = ["".join(rng.choice(letters) for _ in range(rng.randint(2, 8))) for _ in range(400)]
-    lexicon += ["the", "cat", "sat", "on", "mat", "do", "n't", ",", "."]
-    weights = [1.0 / (rank + 1) for rank in range(len(lexicon))]
-    out = []
-    for i in range(docs):
-        words = rng.choices(lexicon, weights=weights, k=60)
-        text = " ".join(words) + " the cat sat on the mat . i do n't ."
-        out.append(text.upper() if i % 4 == 0 else text)
-    return out
 
 
 @pytest.fixture(scope="module")
@@ -156,27 +140,3 @@ def test_tokenizer_without_special_tokens_is_rejected() -> None:
     bare = Tokenizer(models.BPE(vocab={UNK: 0, "a": 1}, merges=[], unk_token=UNK))
     with pytest.raises(ValueError, match="<start>"):
         GPT1Tokenizer(bare)
-
-
-def test_learned_on_every_table_of_a_folder_and_saved(tmp_path: Path) -> None:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    corpus, out = tmp_path / "clean", tmp_path / "bpe"
-    corpus.mkdir()
-    out.mkdir()
-    (out / "stale.json").write_text("{}")
-    pq.write_table(pa.table({"text": synthetic_corpus(docs=100)}), corpus / "00000.parquet")
-    # a word of the second table alone
-    pq.write_table(pa.table({"text": ["zyzzyva ."] * 20}), corpus / "00001.parquet")
-    learned = learn_bpe(corpus, out, BpeParams(vocab_size=300, min_frequency=2))
-    assert sorted(p.name for p in out.iterdir()) == ["merges.txt", "tokenizer.json", "vocab.json"]
-    saved = json.loads((out / "tokenizer.json").read_text(encoding="utf-8"))
-    assert saved == json.loads(learned.to_str())
-    assert json.loads((out / "vocab.json").read_text(encoding="utf-8")) == saved["model"]["vocab"]
-    merges = (out / "merges.txt").read_text(encoding="utf-8").splitlines()
-    assert [m for m in merges if not m.startswith("#")] == [
-        " ".join(m) if isinstance(m, list) else m for m in saved["model"]["merges"]]
-    assert f"zyzzyva{END_OF_WORD}" in saved["model"]["vocab"]
-    assert [t["content"] for t in saved["added_tokens"]][-len(SPECIAL_TOKENS):] == list(
-        SPECIAL_TOKENS)

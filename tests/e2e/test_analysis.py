@@ -62,7 +62,7 @@ def test_analysis_stages_end_to_end(reproduced: Reproduced) -> None:
     assert _untimed(full["runs"]) != _untimed(no_pretrain["runs"])
 
     # Figure 2 left: k = 0 is the model that was not pretrained and k = n_layer the whole
-    # pretrained one, Table 5's no_pretrain and full cells (tests/downstream/test_cells.py checks
+    # pretrained one, Table 5's no_pretrain and full cells (tests/jobs/test_transfer.py checks
     # them run for run): at the train size where those cells ran, the file points to them
     transfer = _json(tiny_repo, "metrics/transfer/story_cloze.json")
     assert transfer["run"] and transfer["n_layer"] == 2 and transfer["seeds"] == SEEDS

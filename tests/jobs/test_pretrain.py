@@ -1,5 +1,5 @@
-"""gpt1.jobs.pretrain, the work of stages `pretrain` and `pretrain_lstm`, and the stage's
-own part (tasks/pretrain.py): what it records when it has nothing to do, without torch."""
+"""gpt1.jobs.pretrain, the work of stages `pretrain` and `pretrain_lstm`. (The stage's own part,
+tasks/pretrain.py: tests/tasks/test_pretrain.py.)"""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import logging
 import math
 import platform
 import signal
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -19,39 +18,22 @@ import pytest
 import torch
 
 import gpt1.jobs.pretrain as job
-from gpt1.config import LSTMParams, ModelParams, Params, PretrainParams, load_params
 from gpt1.corpus.tokenizer import train_bpe
 from gpt1.errors import InputError
 from gpt1.model.lstm import LSTM, LSTMConfig
 from gpt1.model.transformer import GPT1, GPT1Config
 from gpt1.training.checkpoint import CheckpointRuns, CheckpointStore, StopRequested
 from gpt1.training.pretrain_loop import PretrainResult
-from tests.conftest import REPO, run
+from tests.tiny_pretrain import MODEL, PRETRAIN, tiny_params
 from tests.token_shards import write_token_shards
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 LOGGER = "gpt1.jobs.pretrain"
-MODEL = ModelParams(n_ctx=16, n_embd=32, n_layer=2, n_head=2, dropout=0.1)
-PRETRAIN = PretrainParams(device="cpu", precision="fp32", lr=0.003, batch_size=8,
-                          weight_decay=0.01, grad_clip=1.0, seed=1234, max_steps=4,
-                          warmup_steps=2, schedule="cosine", eval_every=2, eval_batches=2,
-                          log_every=2, checkpoint_every=2, keep_checkpoints=2, peak_tflops=1.0,
-                          snapshots=[0, 2, 4, 9])
 # the knobs that, changed, still resume a run (written out here, not read from the module)
 OUTSIDE_FINGERPRINT = ["log_every", "checkpoint_every", "keep_checkpoints", "keep_other_runs",
                        "peak_tflops", "source", "source_dir"]
 MANIFEST = '{"vocab_size": 100}\n'
-
-
-def _params(lstm_units: int | None = None, lstm_lr: float | None = 0.002,
-            **pretrain: object) -> Params:
-    """params.yaml with the tiny model and pretrain knobs above, and `analysis.lstm` set."""
-    base = load_params(REPO / "params.yaml")
-    return base.model_copy(update={
-        "model": MODEL, "pretrain": PRETRAIN.model_copy(update=pretrain),
-        "analysis": base.analysis.model_copy(update={
-            "lstm": LSTMParams(n_embd=lstm_units, lr=lstm_lr)})})
 
 
 def _numel(model: torch.nn.Module) -> int:
@@ -63,14 +45,14 @@ def _numel(model: torch.nn.Module) -> int:
 def test_the_transformer_is_the_model_section() -> None:
     expected = GPT1Config(vocab_size=100, n_ctx=16, n_embd=32, n_layer=2, n_head=2,
                           embd_pdrop=0.1, attn_pdrop=0.1, resid_pdrop=0.1)
-    assert job.model_config(_params(), 100) == expected
-    assert job.trunk_config(_params(), "gpt1", 100) == expected
+    assert job.model_config(tiny_params(), 100) == expected
+    assert job.trunk_config(tiny_params(), "gpt1", 100) == expected
 
 
 def test_the_lstm_has_its_units_or_the_most_within_the_transformers_parameters() -> None:
-    assert job.lstm_config(_params(lstm_units=24), 100) == LSTMConfig(
+    assert job.lstm_config(tiny_params(lstm_units=24), 100) == LSTMConfig(
         vocab_size=100, n_ctx=16, n_embd=24, embd_pdrop=0.1, resid_pdrop=0.1)
-    cfg = job.trunk_config(_params(lstm_units=None), "lstm", 100)
+    cfg = job.trunk_config(tiny_params(lstm_units=None), "lstm", 100)
     assert isinstance(cfg, LSTMConfig) and (cfg.n_ctx, cfg.embd_pdrop) == (16, 0.1)
     budget = _numel(GPT1(GPT1Config(vocab_size=100, n_ctx=16, n_embd=32, n_layer=2, n_head=2)))
     wider = LSTMConfig(vocab_size=100, n_ctx=16, n_embd=cfg.n_embd + 1)
@@ -78,16 +60,16 @@ def test_the_lstm_has_its_units_or_the_most_within_the_transformers_parameters()
 
 
 def test_the_lstm_trains_at_its_own_learning_rate_when_one_is_set() -> None:
-    params = _params(lstm_lr=0.002)
+    params = tiny_params(lstm_lr=0.002)
     assert job.training_knobs(params, "lstm") == PRETRAIN.model_copy(update={"lr": 0.002})
     assert job.training_knobs(params, "gpt1") == PRETRAIN
-    assert job.training_knobs(_params(lstm_lr=None), "lstm") == PRETRAIN
+    assert job.training_knobs(tiny_params(lstm_lr=None), "lstm") == PRETRAIN
 
 
 # -- the run's fingerprint ---------------------------------------------------------------------
 
 def test_the_settings_are_the_model_the_knobs_that_shape_training_and_the_shards() -> None:
-    params = _params()
+    params = tiny_params()
     knobs = {k: v for k, v in PRETRAIN.model_dump().items() if k not in OUTSIDE_FINGERPRINT}
     assert PRETRAIN.compile == "auto" and PRETRAIN.device == "cpu"
     knobs["compile"] = False  # what auto is on the CPU: whether the run compiles is what counts
@@ -104,8 +86,8 @@ def test_the_fingerprint_of_a_run_is_unchanged() -> None:
     """The digests the checkpoints of these settings are filed under (computed before the job
     left tasks/pretrain.py): another digest would start every run afresh instead of resuming."""
     fingerprints = {trunk: CheckpointRuns(Path("x")).store(
-        job.run_settings(_params(max_steps=10, snapshots=[0, 5], log_every=5,
-                                 checkpoint_every=5, eval_every=5), MANIFEST, trunk),
+        job.run_settings(tiny_params(max_steps=10, snapshots=[0, 5], log_every=5,
+                                     checkpoint_every=5, eval_every=5), MANIFEST, trunk),
         keep=2).fingerprint for trunk in ("gpt1", "lstm")}
     assert fingerprints == {
         "gpt1": "31eeba150e119a6b3187c664d9f91802c815cfb9f4e001dcc9e8c471a2c5c3dd",
@@ -113,15 +95,15 @@ def test_the_fingerprint_of_a_run_is_unchanged() -> None:
 
 
 def test_knobs_outside_the_fingerprint_leave_it_and_the_others_change_it() -> None:
-    same = job.run_settings(_params(), MANIFEST)
+    same = job.run_settings(tiny_params(), MANIFEST)
     outside = {"log_every": 1, "checkpoint_every": 1, "keep_checkpoints": 5,
                "keep_other_runs": 0, "peak_tflops": 2.0}
-    assert job.run_settings(_params(**outside), MANIFEST) == same
-    assert job.run_settings(_params(lr=0.004), MANIFEST) != same
+    assert job.run_settings(tiny_params(**outside), MANIFEST) == same
+    assert job.run_settings(tiny_params(lr=0.004), MANIFEST) != same
     # on the CPU auto is eager: asking for eager is the same run, asking to compile another
-    assert job.run_settings(_params(compile=False), MANIFEST) == same
-    assert job.run_settings(_params(compile=True), MANIFEST) != same
-    assert job.run_settings(_params(), MANIFEST.replace("100", "101")) != same
+    assert job.run_settings(tiny_params(compile=False), MANIFEST) == same
+    assert job.run_settings(tiny_params(compile=True), MANIFEST) != same
+    assert job.run_settings(tiny_params(), MANIFEST.replace("100", "101")) != same
 
 
 def _run(runs: CheckpointRuns, steps_done: int, **pretrain: object) -> CheckpointStore:
@@ -153,8 +135,8 @@ def test_resources_are_checked_for_the_checkpoints_snapshots_and_model(
     checked: list[tuple[object, ...]] = []
     monkeypatch.setattr(job, "check_disk", lambda *args: checked.append(("disk", *args)))
     monkeypatch.setattr(job, "check_memory", lambda *args: checked.append(("memory", *args)))
-    cfg = job.model_config(_params(), 100)
-    job.check_resources(_params(keep_checkpoints=3), cfg, tmp_path)
+    cfg = job.model_config(tiny_params(), 100)
+    job.check_resources(tiny_params(keep_checkpoints=3), cfg, tmp_path)
     weights = 4 * _numel(GPT1(cfg))  # fp32
     # 4 checkpoints of weights and two Adam moments; the model and the 3 snapshots reached
     # (of 0, 2, 4, 9 in 4 steps), each twice (DVC caches a copy)
@@ -164,7 +146,7 @@ def test_resources_are_checked_for_the_checkpoints_snapshots_and_model(
          "pretrain.keep_checkpoints + 1 = 4 checkpoints, 3 snapshots and the model")]
     checked.clear()
     lstm = LSTMConfig(vocab_size=100, n_ctx=16, n_embd=8)
-    job.check_resources(_params(), lstm, tmp_path)  # no activation estimate for the LSTM
+    job.check_resources(tiny_params(), lstm, tmp_path)  # no activation estimate for the LSTM
     assert [c[0] for c in checked] == ["disk"]
     assert checked[0][2] == 3 * 3 * 4 * _numel(LSTM(lstm)) + 2 * 4 * 4 * _numel(LSTM(lstm))
 
@@ -260,7 +242,7 @@ def test_the_job_pretrains_writes_the_model_and_resumes_under_other_log_knobs(
     _inputs(tmp_path)
     outputs, curves = _outputs(tmp_path), _Curves()
     with caplog.at_level(logging.INFO):
-        metrics = job.pretrain_job(_params(), trunk, outputs, tmp_path / "shards",
+        metrics = job.pretrain_job(tiny_params(), trunk, outputs, tmp_path / "shards",
                                    tmp_path / "bpe", curves)
     assert metrics is not None
     assert (metrics["run"], metrics["model_type"], metrics["steps"], metrics["tokens"]) == (
@@ -290,7 +272,7 @@ def test_the_job_pretrains_writes_the_model_and_resumes_under_other_log_knobs(
     # log_every and checkpoint_every are outside the fingerprint: the same run, resumed
     caplog.clear()
     with caplog.at_level(logging.INFO):
-        again = job.pretrain_job(_params(log_every=1, checkpoint_every=1), trunk, outputs,
+        again = job.pretrain_job(tiny_params(log_every=1, checkpoint_every=1), trunk, outputs,
                                  tmp_path / "shards", tmp_path / "bpe", _Curves())
     assert "resumed from the checkpoint of step 4" in caplog.text
     assert again is not None and again["val_loss"] == metrics["val_loss"]
@@ -302,7 +284,7 @@ def test_the_job_checks_the_shards_against_the_tokenizer(tmp_path: Path) -> None
     manifest = json.loads((tmp_path / "shards/manifest.json").read_text())
     (tmp_path / "shards/manifest.json").write_text(json.dumps({**manifest, "vocab_size": 7}))
     with pytest.raises(InputError, match="vocab_size 7 does not match"):
-        job.pretrain_job(_params(), "gpt1", _outputs(tmp_path), tmp_path / "shards",
+        job.pretrain_job(tiny_params(), "gpt1", _outputs(tmp_path), tmp_path / "shards",
                          tmp_path / "bpe", _Curves())
     assert not (tmp_path / "model").exists() and not (tmp_path / "checkpoints").exists()
 
@@ -318,7 +300,7 @@ def test_a_stopped_run_says_how_to_resume_and_raises(tmp_path: Path,
 
     monkeypatch.setattr(job, "pretrain", stopped)
     with caplog.at_level(logging.WARNING, logger=LOGGER), pytest.raises(StopRequested):
-        job.pretrain_job(_params(), "gpt1", _outputs(tmp_path), tmp_path / "shards",
+        job.pretrain_job(tiny_params(), "gpt1", _outputs(tmp_path), tmp_path / "shards",
                          tmp_path / "bpe", _Curves())
     assert ("pretraining stopped: SIGTERM at step 3: checkpoint ckpt/step-00000003.pt; run the "
             "stage again to resume from it") in caplog.text
@@ -328,7 +310,7 @@ def test_a_stopped_run_says_how_to_resume_and_raises(tmp_path: Path,
 def test_a_released_model_is_imported_with_its_tokenizer(tmp_path: Path,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     torch.manual_seed(0)
-    model = GPT1(job.model_config(_params(), 100))
+    model = GPT1(job.model_config(tiny_params(), 100))
     tokenizer = train_bpe(["a b c ab abc"], 40, 1)
     asked: list[tuple[object, ...]] = []
 
@@ -337,7 +319,7 @@ def test_a_released_model_is_imported_with_its_tokenizer(tmp_path: Path,
         return SimpleNamespace(model=model, tokenizer=tokenizer)
 
     monkeypatch.setattr(job, "import_pretrained", released)
-    params = _params(source="openai", source_dir="release")
+    params = tiny_params(source="openai", source_dir="release")
     outputs = _outputs(tmp_path)
     metrics = job.pretrain_job(params, "gpt1", outputs, tmp_path / "shards", tmp_path / "bpe",
                                _Curves())
@@ -350,53 +332,3 @@ def test_a_released_model_is_imported_with_its_tokenizer(tmp_path: Path,
         "config.json", "model.safetensors", "tokenizer.json"]
     # the folders only training fills are there, empty, as dvc.yaml's outputs must be
     assert list(outputs.live.iterdir()) == [] and list(outputs.checkpoints.iterdir()) == []
-
-
-# -- the stage ---------------------------------------------------------------------------------
-
-def test_the_stage_exits_128_plus_the_signal_that_stopped_it(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from tasks import pretrain as stage
-
-    def stopped(*args: object) -> None:
-        raise StopRequested(signal.SIGTERM, 3, Path("ckpt"))
-
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(job, "pretrain_job", stopped)
-    with pytest.raises(SystemExit) as exited:
-        stage.run(_params())
-    assert exited.value.code == 128 + signal.SIGTERM
-    assert not (tmp_path / "metrics").exists()
-
-
-NOT_RUN = """\
-import json, sys
-from pathlib import Path
-from gpt1.config import load_params
-from gpt1.presets.edit import nest, update_params
-from tasks.pretrain import run
-update_params(Path("params.yaml"), nest(json.loads(sys.argv[1])))
-run(load_params("params.yaml"), "lstm")
-print(json.dumps(sorted(m for m in sys.modules if m == "torch" or m.startswith("dvclive"))))
-"""
-
-
-@pytest.mark.parametrize(("changes", "reason"), [
-    ({"analysis.ablation.variants": ["full"]}, "lstm is not in analysis.ablation.variants"),
-    ({"pretrain.source": "hf", "pretrain.source_dir": "release"},
-     "pretrain.source is hf: the LSTM control is pretrained only beside a Transformer "
-     "pretrained here, on the same shards"),
-])
-def test_the_lstm_stage_records_why_it_did_not_run_without_importing_torch(
-        tmp_path: Path, changes: dict[str, object], reason: str) -> None:
-    (tmp_path / "params.yaml").write_bytes((REPO / "params.yaml").read_bytes())
-    done = run([sys.executable, "-c", NOT_RUN, json.dumps(changes)], tmp_path,
-               env={"PYTHONPATH": str(REPO)}, timeout=120)
-    assert json.loads(done.stdout) == []  # neither torch nor dvclive
-    assert (tmp_path / "metrics/pretrain_lstm.json").read_text() == (
-        '{\n  "run": false,\n  "reason": "' + reason + '"\n}\n')
-    assert (tmp_path / "artifacts/pretrain_lstm/status.json").read_text() == (
-        '{"run": false, "reason": "' + reason + '"}\n')
-    assert [p.name for p in (tmp_path / "artifacts/pretrain_lstm").iterdir()] == ["status.json"]
-    for folder in ("dvclive/pretrain_lstm", "artifacts/checkpoints/pretrain_lstm"):
-        assert list((tmp_path / folder).iterdir()) == []

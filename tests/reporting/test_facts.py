@@ -1,19 +1,15 @@
 """gpt1.reporting.facts: what the report's first screen says ran: the preset params.yaml
-matches, the bundled sample, each stage's wall time; gathered by gpt1.jobs.report.run_facts
-with the commit, the machine and where each stage computes."""
+matches, the bundled sample, each stage's wall time, the machine and where each stage computes.
+(Gathered with the commit by gpt1.jobs.report.run_facts: tests/jobs/test_report.py.)"""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
-from types import SimpleNamespace
-from typing import Any
 
 import polars as pl
 import pytest
 
 from gpt1.config import load_params
-from gpt1.jobs.report import run_facts
 from gpt1.presets.edit import apply_preset, available, load_preset
 from gpt1.reporting.facts import (
     REAL_DATA_COMMAND,
@@ -25,6 +21,7 @@ from gpt1.reporting.facts import (
     stage_times,
     where_trained,
 )
+from tests.compute_records import GPU_NODE, LAPTOP, trained
 from tests.conftest import REPO, run
 
 PRESETS = {"small": {"model": {"n_layer": 2, "n_embd": 32}, "pretrain": {"lr": 0.001}},
@@ -149,23 +146,10 @@ def test_the_machine_line_names_the_cpu_capability_threads_and_versions() -> Non
     assert machine_line(info).endswith(f"Python {platform.python_version()}")
 
 
-LAPTOP = {"python": "3.11.2", "torch": "2.9.0", "cpu": "x86_64", "cpu_capability": "AVX2",
-          "threads": 2}
-GPU_NODE = {"python": "3.12.3", "torch": "2.11.0+cu130", "cpu": "x86_64",
-            "cpu_capability": "AVX512", "native_bf16": True, "threads": 16, "gpu": "NVIDIA H200"}
-
-
-def _trained(machine: dict, device: str = "cpu", dtype: str = "float32", compiled: bool = False,
-             processes: int = 1) -> dict:
-    """A metrics file's record of where its run computed, as `Placement.record` writes it."""
-    return {"device": device, "dtype": dtype, "compiled": compiled, "processes": processes,
-            "machine": machine}
-
-
 def test_where_trained_is_what_the_metrics_files_record_not_this_machine() -> None:
-    pretrain = {"run": True, "compute": _trained(GPU_NODE, "cuda", "bfloat16", True, 8)}
-    finetune = {"sst2": {"run": True, "compute": _trained(LAPTOP)},
-                "rte": {"run": True, "compute": _trained(LAPTOP)},
+    pretrain = {"run": True, "compute": trained(GPU_NODE, "cuda", "bfloat16", True, 8)}
+    finetune = {"sst2": {"run": True, "compute": trained(LAPTOP)},
+                "rte": {"run": True, "compute": trained(LAPTOP)},
                 "qnli": {"run": False, "reason": "data not found"}}
     assert where_trained(pretrain, finetune) == [
         ("pretraining", "cuda x 8 processes, bf16 autocast, compiled; CPU x86_64 with AVX512 "
@@ -174,8 +158,8 @@ def test_where_trained_is_what_the_metrics_files_record_not_this_machine() -> No
         ("fine-tuning", "cpu, fp32; CPU x86_64 with AVX2 kernels, 2 torch threads; torch 2.9.0, "
                         "Python 3.11.2")]
     # fine-tuned where it pretrained; one task on other settings is named with its own
-    finetune["sst2"]["compute"] = _trained(GPU_NODE, "cuda", "bfloat16")
-    finetune["rte"]["compute"] = _trained(GPU_NODE, "cuda")
+    finetune["sst2"]["compute"] = trained(GPU_NODE, "cuda", "bfloat16")
+    finetune["rte"]["compute"] = trained(GPU_NODE, "cuda")
     assert where_trained(pretrain, finetune)[1] == (
         "fine-tuning", "sst2: cuda, bf16 autocast; the same machine; rte: cuda, fp32; the same "
                        "machine")
@@ -192,30 +176,3 @@ def test_where_trained_says_what_it_does_not_know() -> None:
     assert where_trained({"run": True}, {"sst2": {"run": True}}) == [
         ("pretraining", "not recorded in its metrics file"),
         ("fine-tuning", "not recorded in its metrics file")]
-
-
-def test_run_facts_gather_commit_preset_sample_machine_and_stage_times(tmp_path: Path) -> None:
-    path = tmp_path / "params.yaml"
-    path.write_text((REPO / "params.yaml").read_text())
-    apply_preset("tiny", path)
-    params = load_params(path)
-    records = [{"stage": "report", "seconds": 2.0, "finished": "2025-01-01T10:05:00",
-                "commit": "abc", "uncommitted_changes": False},
-               {"stage": "ingest", "seconds": 1.5, "finished": "2025-01-01T10:00:00",
-                "commit": "abc", "uncommitted_changes": False}]
-    pretrain = {"run": True, "compute": _trained(LAPTOP, "cpu", "bfloat16")}
-    finetune = {"sst2": {"run": True, "compute": _trained(LAPTOP)}}
-    found: Any = SimpleNamespace(data=SimpleNamespace(  # what it reads of a Run
-        stages=records, pretrain=pretrain, finetune=finetune))
-    facts = run_facts(params, found, REPO, {"commit": "abc", "uncommitted_changes": 0})
-    assert (facts.commit, facts.uncommitted_changes) == ("abc", False)
-    assert facts.preset in available()  # matched exactly: named
-    assert facts.data_root == params.ingest.root
-    assert facts.sample is is_sample(params.ingest.root, REPO)
-    assert facts.trained == where_trained(pretrain, finetune)
-    assert facts.stages["stage"].to_list() == ["ingest"]  # the report's own, stale, left out
-    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", facts.built)
-    changed = params.model_copy(update={"model": params.model.model_copy(update={"n_layer": 7})})
-    custom = run_facts(changed, found, tmp_path, {"commit": None, "uncommitted_changes": True})
-    assert custom.preset.startswith("custom: closest to ") and "model.n_layer 7" in custom.preset
-    assert (custom.commit, custom.uncommitted_changes) == (None, True)

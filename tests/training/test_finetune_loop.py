@@ -1,5 +1,6 @@
 """gpt1.training.finetune_loop: each family's head, padding, the auxiliary LM loss, and toy tasks
-that a tiny model must learn."""
+that a tiny model must learn. (A task's head sized for its labels, gpt1.downstream.task_model:
+tests/downstream/test_task_model.py.)"""
 
 from __future__ import annotations
 
@@ -12,13 +13,9 @@ import torch
 import torch.nn.functional as F
 
 import gpt1.training.finetune_loop
-from gpt1.config import Family, FinetuneTrainParams, TaskParams
+from gpt1.config import Family
 from gpt1.downstream.families import FAMILIES
-from gpt1.downstream.task_model import task_model
 from gpt1.model.heads import TaskModel, ignored_padding_loss, lm_loss_on_text
-from gpt1.model.lstm import LSTM, LSTMConfig
-from gpt1.model.transformer import GPT1, GPT1Config
-from gpt1.model.trunk import Trunk
 from gpt1.training.finetune_loop import (
     FinetuneResult,
     bucketed_batches,
@@ -27,38 +24,17 @@ from gpt1.training.finetune_loop import (
     predict,
 )
 from tests.conftest import read_as_off_the_cpu
+from tests.toy_models import CLASSIFY, DELIM, PAD, START, toy_cfg, toy_model
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
-V, CTX = 13, 32
-START, DELIM, CLASSIFY, PAD = 9, 10, 11, 12  # words are 0..8
-
 Examples = list[list[list[int]]]
-
-
-def toy_model(family: Family = "classification", outputs: int = 2, dropout: float = 0.0,
-               seed: int = 0, trunk: str = "gpt1") -> TaskModel:
-    """A head on a small GPT-1, or on the paper's recurrent control (`trunk="lstm"`)."""
-    torch.manual_seed(seed)
-    body: Trunk = (GPT1(GPT1Config(vocab_size=V, n_ctx=CTX, n_embd=32, n_layer=2, n_head=2,
-                                   embd_pdrop=dropout, attn_pdrop=dropout, resid_pdrop=dropout))
-                   if trunk == "gpt1" else
-                   LSTM(LSTMConfig(vocab_size=V, n_ctx=CTX, n_embd=32, embd_pdrop=dropout,
-                                   resid_pdrop=dropout)))
-    return TaskModel(body, FAMILIES[family], outputs, dropout, seed)
 
 
 def seq(*segments: list[int]) -> list[int]:
     """`<start> a <delim> b ... <classify>`."""
     body = [tok for i, s in enumerate(segments) for tok in ([DELIM] if i else []) + s]
     return [START, *body, CLASSIFY]
-
-
-def _cfg(**changes: object) -> FinetuneTrainParams:
-    base = dict(seed=0, device="cpu", precision="fp32", lr=1e-2, batch_size=16, epochs=3,
-                warmup_fraction=0.1, weight_decay=0.01, grad_clip=1.0, lm_coef=0.5,
-                clf_dropout=0.1)
-    return FinetuneTrainParams(**{**base, **changes})
 
 
 # Toy tasks, one per family: (examples, targets) from a seed; lengths vary.
@@ -168,7 +144,7 @@ def test_finetune_trains_on_every_example_each_epoch(monkeypatch: pytest.MonkeyP
         return pad_batch(seqs, pad_id)
 
     monkeypatch.setattr(gpt1.training.finetune_loop, "pad_batch", recording)
-    finetune(toy_model(), examples, labels, PAD, _cfg(epochs=2, batch_size=8))
+    finetune(toy_model(), examples, labels, PAD, toy_cfg(epochs=2, batch_size=8))
     expected = sorted(tuple(e[0]) for e in examples)
     assert sorted(seen[:40]) == expected and sorted(seen[40:]) == expected
 
@@ -194,24 +170,6 @@ def test_head_initialisation_is_the_seeds() -> None:
     other = TaskModel(model.trunk, FAMILIES["classification"], 2, 0.1, seed=1)
     assert torch.equal(same.head.weight, model.head.weight)
     assert not torch.equal(other.head.weight, model.head.weight)
-
-
-def test_for_task_sizes_the_head() -> None:
-    def spec(family: Family, labels: list[str] | None, metric: str) -> TaskParams:
-        return TaskParams(title="toy", family=family, reader="toy", labels=labels,
-                          metrics=[metric], files={"train": "train.tsv", "dev": "dev.tsv"})
-
-    trunk, cfg = toy_model().trunk, _cfg(clf_dropout=0.2, seed=3)
-    mnli = task_model(trunk, spec("entailment", ["a", "b", "c"], "accuracy"), cfg)
-    assert (mnli.head.out_features, mnli.dropout.p, mnli.regression) == (3, 0.2, False)
-    assert torch.equal(mnli.head.weight,
-                       TaskModel(trunk, FAMILIES["entailment"], 3, 0.0, 3).head.weight)
-    stsb = task_model(trunk, spec("similarity", None, "pearson"), cfg)
-    assert (stsb.head.out_features, stsb.regression) == (1, True)
-    race = task_model(trunk, spec("multiple_choice", None, "accuracy"), cfg)
-    assert (race.head.out_features, race.regression) == (1, False)
-    with pytest.raises(ValueError, match="1 output per choice, not 4"):
-        TaskModel(trunk, FAMILIES["multiple_choice"], 4, 0.0, 0)
 
 
 def test_similarity_adds_the_two_orders() -> None:
@@ -248,12 +206,12 @@ def test_sequences_per_example_are_checked() -> None:
     examples, answers = multiple_choice(4, seed=0)
     examples[2] = examples[2][:2]
     with pytest.raises(ValueError, match=r"same number of choices.*\[2, 3\]"):
-        finetune(toy_model("multiple_choice", outputs=1), examples, answers, PAD, _cfg())
+        finetune(toy_model("multiple_choice", outputs=1), examples, answers, PAD, toy_cfg())
     pairs, labels = similarity(4, seed=0)
     with pytest.raises(ValueError, match=r"similarity example is 2 sequence\(s\).*\[1\]"):
         predict(toy_model("similarity"), [p[:1] for p in pairs], PAD, batch_size=2)
     with pytest.raises(ValueError, match="3 targets for 4 examples"):
-        finetune(toy_model("similarity"), pairs, labels[:3], PAD, _cfg())
+        finetune(toy_model("similarity"), pairs, labels[:3], PAD, toy_cfg())
 
 
 def _padding_ignored(model: TaskModel, hidden: torch.Tensor, ids: torch.Tensor,
@@ -307,7 +265,7 @@ def test_each_family_learns_its_toy_task(name: str, trunk: str) -> None:
         epoch_losses.append(train_loss)
         m.eval()  # finetune must put the model back into training mode itself
 
-    result = finetune(model, train, train_targets, PAD, _cfg(), on_epoch)
+    result = finetune(model, train, train_targets, PAD, toy_cfg(), on_epoch)
     assert isinstance(result, FinetuneResult)
     assert result.steps == 3 * 12 and epochs_seen == [1, 2, 3]
     assert np.isfinite(result.train_loss)
@@ -337,7 +295,7 @@ def _trained(lm_coef: float, weight_decay: float = 0.01) -> TaskModel:
     examples, labels = similarity(48, seed=3)
     model = toy_model("similarity", dropout=0.1)
     finetune(model, examples, labels, PAD,
-             _cfg(epochs=1, lm_coef=lm_coef, weight_decay=weight_decay))
+             toy_cfg(epochs=1, lm_coef=lm_coef, weight_decay=weight_decay))
     return model
 
 
@@ -359,7 +317,7 @@ def test_losses_read_at_log_steps_give_the_same_run(monkeypatch: pytest.MonkeyPa
             read_as_off_the_cpu(monkeypatch, gpt1.training.finetune_loop)
         loss_reads.clear()
         model, epoch_losses = toy_model(dropout=0.1), []
-        result = finetune(model, examples, labels, PAD, _cfg(epochs=2, batch_size=8),
+        result = finetune(model, examples, labels, PAD, toy_cfg(epochs=2, batch_size=8),
                           lambda epoch, m, loss, seen=epoch_losses: seen.append(loss))
         runs.append((list(loss_reads), epoch_losses, result.train_loss, model))
     (every_reads, every_losses, every_loss, a), (log_reads, log_losses, log_loss, b) = runs
@@ -375,7 +333,7 @@ def test_a_non_finite_loss_stops_fine_tuning() -> None:
     scores = np.full(len(examples), np.nan, dtype=np.float32)  # every batch's loss is NaN
     epochs: list[int] = []
     with pytest.raises(FloatingPointError, match="finetune: the loss became nan at step 1"):
-        finetune(toy_model("similarity", outputs=1), examples, scores, PAD, _cfg(),
+        finetune(toy_model("similarity", outputs=1), examples, scores, PAD, toy_cfg(),
                  lambda epoch, m, loss: epochs.append(epoch))
     assert not epochs
 
@@ -402,7 +360,7 @@ def test_a_compiled_run_follows_the_eager_one(caplog: pytest.LogCaptureFixture,
         model = toy_model()
         with caplog.at_level(logging.INFO, logger="gpt1.training.finetune_loop"):
             result = finetune(
-                model, examples, labels, PAD, _cfg(epochs=2, batch_size=8, compile=compiled),
+                model, examples, labels, PAD, toy_cfg(epochs=2, batch_size=8, compile=compiled),
                 lambda epoch, model, loss, compiled=compiled: losses[compiled].append(loss))
         assert ("through torch.compile" in caplog.text) == compiled
         assert (result.compute["device"], result.compute["compiled"]) == ("cpu", compiled)
