@@ -1,8 +1,7 @@
-"""`pretrain.source` end to end through `dvc repro` on the tiny preset: a finished run that
-pretrained here switched to fine-tuning one task of each family from a synthetic OpenAI release
-(the original's files, small dimensions, the real 40,478-token vocabulary) and from a
-HuggingFace directory that transformers saved, then back to pretraining here; a release that
-does not fit the params stops before any fine-tuning."""
+"""`pretrain.source` end to end through `dvc repro` on the tiny preset: fine-tuning one task of
+each family from a synthetic OpenAI release (the original's files, small dimensions, the real
+40,478-token vocabulary) and from a HuggingFace directory that transformers saved, then back to
+pretraining here; a release that does not fit the params stops before any fine-tuning."""
 
 from __future__ import annotations
 
@@ -17,7 +16,7 @@ import pytest
 from gpt1.corpus.text import TextCleaner
 from gpt1.corpus.tokenizer import GPT1Tokenizer
 from reference.original_gpt1 import TextEncoder
-from tests.conftest import Reproduced, dvc, edit_params, keep_only_tasks
+from tests.conftest import dvc, edit_params, keep_only_tasks
 from tests.e2e.test_dvc import ran_stages
 from tests.releases import write_hf_directory, write_openai_release
 
@@ -36,28 +35,9 @@ def _use(repo: Path, source: str, folder: Path | str) -> None:
     edit_params(repo, **{"pretrain.source": source, "pretrain.source_dir": str(folder)})
 
 
-def drop_undeclared_stages(repo: Path) -> None:
-    """Drop from the copy's dvc.lock the entries of the stages its dvc.yaml no longer declares
-    (the tasks and analyses a params edit cut, and the checkout's own stages that the shared run
-    never had): DVC never prunes them, and they change nothing it decides, but it parses and
-    rewrites the whole lock after each stage it runs, and so does each stage's params guard.
-    With the shared run's 51 entries, each stage here took 1.5 s longer than with the 12 left."""
-    from dvc.repo import Repo
-    from dvc.utils.serialize import modify_yaml
-
-    with Repo(str(repo)) as dvc_repo:
-        declared = {stage.name for stage in dvc_repo.index.stages}  # dvc.lock's keys
-    with modify_yaml(str(repo / "dvc.lock")) as lock:
-        for name in [name for name in lock["stages"] if name not in declared]:
-            del lock["stages"][name]
-
-
-def test_fine_tunes_from_a_release_then_pretrains_again(reproduced: Reproduced,
-                                                         shared_data: Path,
+def test_fine_tunes_from_a_release_then_pretrains_again(tiny_repo: Path, shared_data: Path,
                                                          tmp_path: Path) -> None:
-    # a copy of the shared tiny run, which pretrained here (source train), cut to one task of
-    # each family: what the release must replace is all there, up to date
-    tiny_repo, vocab = reproduced.repo, shared_data / "openai-gpt1"
+    vocab = shared_data / "openai-gpt1"
     # the tiny preset's model: 2 layers x 32, 2 heads; 64 positions, of which n_ctx keeps 32
     release = tmp_path / "openai" / "model"
     write_openai_release(release, vocab, n_positions=64, d=32, n_layer=2)
@@ -72,12 +52,8 @@ def test_fine_tunes_from_a_release_then_pretrains_again(reproduced: Reproduced,
     })
     keep_only_tasks(tiny_repo, FAMILIES)
     _use(tiny_repo, "openai", release)
-    drop_undeclared_stages(tiny_repo)
     first = ran_stages(dvc("repro", cwd=tiny_repo).stdout)
-    # every stage that follows the source runs again, in order; clean, which does not, is left
-    # as it was (ingest runs again for its params, but writes the same corpus)
-    assert first[:5] == ["ingest", "bpe", "tokenize", "pretrain", "pretrain_lstm"]
-    assert "clean" not in first
+    assert first[:6] == ["ingest", "clean", "bpe", "tokenize", "pretrain", "pretrain_lstm"]
     assert set(FINETUNES) <= set(first) and first[-1] == "report"
 
     # the model and tokenizer are the release's; nothing was pretrained here
@@ -124,7 +100,6 @@ def test_fine_tunes_from_a_release_then_pretrains_again(reproduced: Reproduced,
     edit_params(tiny_repo, **{"lm_eval.files": [], "analysis.ablation.variants": ["lstm"],
                               "analysis.transfer.tasks": {}})
     keep_only_tasks(tiny_repo, ["sst2"])  # the others' stages would only record "not run"
-    drop_undeclared_stages(tiny_repo)
     from_hf = ran_stages(dvc("repro", cwd=tiny_repo).stdout)
     assert "pretrain" in from_hf and "finetune@sst2" in from_hf
     assert _json(tiny_repo, "metrics/pretrain.json")["source"] == "hf"
@@ -143,10 +118,9 @@ def test_fine_tunes_from_a_release_then_pretrains_again(reproduced: Reproduced,
     assert "finetune@sst2" not in ran_stages(failed.stdout)
     shutil.rmtree(bad.parent)
 
-    # back to pretraining here: the own path runs again, in order (not restored from DVC's run
-    # cache, which holds the shared run's outputs for these params: the stages must run)
+    # back to pretraining here: the own path runs again
     _use(tiny_repo, "train", "data/shards")
-    own = ran_stages(dvc("repro", "--no-run-cache", cwd=tiny_repo).stdout)
+    own = ran_stages(dvc("repro", cwd=tiny_repo).stdout)
     assert own[:4] == ["bpe", "tokenize", "pretrain", "pretrain_lstm"]
     pretrained = _json(tiny_repo, "metrics/pretrain.json")
     assert "source" not in pretrained and pretrained["steps"] == 20
