@@ -159,6 +159,9 @@ Precision = Literal["auto", "fp32", "bf16"]
 # torch.compile the training step: auto on CUDA for pretraining only
 # (`gpt1.training.device.resolve_compile`)
 Compile = Literal["auto"] | Bool
+# a fine-tuning batch's width rounded up to a multiple of this (at most n_ctx): auto is 64 on CUDA,
+# 1 (no rounding) on the CPU (`gpt1.training.finetune_loop.width_multiple`)
+PadMultiple = Literal["auto"] | Annotated[Int, Field(gt=0)]
 
 
 class TrainingParams(Section):
@@ -241,6 +244,7 @@ class FinetuneKnobs(TrainingParams):
     warmup_fraction: Real = Field(ge=0, lt=1)
     lm_coef: Real = Field(ge=0)
     clf_dropout: Real = Field(ge=0, lt=1)
+    pad_to_multiple: PadMultiple = "auto"
 
 
 class FinetuneTrainParams(FinetuneKnobs):

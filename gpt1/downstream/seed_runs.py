@@ -84,7 +84,7 @@ def run_seed(task: TaskParams, cfg: FinetuneTrainParams, trunk: Trunk, data: dic
         dev = {}
         for split in task.eval_splits:
             outputs = predict(m, data[split].examples, pad_id, cfg.batch_size, place.device,
-                              place.dtype)
+                              place.dtype, cfg.pad_to_multiple)
             dev[split] = score(task.metrics, data[split].targets,
                                family.predictions(task, outputs))
         epochs.append({"epoch": epoch, "train_loss": train_loss, "dev": dev})
@@ -96,6 +96,9 @@ def run_seed(task: TaskParams, cfg: FinetuneTrainParams, trunk: Trunk, data: dic
     result = finetune(model, train.examples, train.targets, pad_id, cfg, evaluate)
     summary = {"seed": seed, "steps": result.steps, "train_loss": round(result.train_loss, 4),
                "seconds": round(result.seconds, 1), "epochs": epochs}
+    if result.compute["compiled"]:  # of `seconds`, apart: the steps that compiled a graph
+        summary |= {"compile_seconds": round(result.compile_seconds, 1),
+                    "batch_shapes": result.batch_shapes}
     return SeedRun(seed, model, epochs, summary, result.compute)
 
 

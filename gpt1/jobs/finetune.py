@@ -50,7 +50,7 @@ def finetune_task(params: Params, task: str, splits: list[str], task_dir: Path,
         for split, d in data.items():
             if split != "train":
                 outputs = predict(kept.model, d.examples, tok.pad_id, cfg.batch_size,
-                                  place.device, place.dtype)
+                                  place.device, place.dtype, cfg.pad_to_multiple)
                 write_predictions(tmp / f"{split}_predictions.tsv", spec, d.idx,
                                   family_of(spec).predictions(spec, outputs))
     metrics = {

@@ -22,6 +22,7 @@ from gpt1.training.finetune_loop import (
     finetune,
     pad_batch,
     predict,
+    width_multiple,
 )
 from tests.conftest import read_as_off_the_cpu
 from tests.toy_models import CLASSIFY, DELIM, PAD, START, toy_cfg, toy_model
@@ -102,6 +103,22 @@ def test_pad_batch() -> None:
     assert ids.tolist() == [[7, 8]] and lengths.tolist() == [2]
 
 
+def test_pad_batch_rounds_the_width_up_to_a_multiple_within_n_ctx() -> None:
+    ids, lengths = pad_batch([[1, 2, 3], [4]], pad_id=PAD, multiple=4, cap=32)
+    assert ids.shape == (2, 4) and lengths.tolist() == [3, 1]
+    assert ids.tolist() == [[1, 2, 3, PAD], [4, PAD, PAD, PAD]]
+    assert pad_batch([[1] * 5], PAD, multiple=4, cap=32)[0].shape == (1, 8)
+    assert pad_batch([[1] * 8], PAD, multiple=4, cap=32)[0].shape == (1, 8)  # a multiple already
+    assert pad_batch([[1] * 9], PAD, multiple=8, cap=12)[0].shape == (1, 12)  # not past n_ctx
+    assert pad_batch([[1] * 9], PAD, multiple=1, cap=32)[0].shape == (1, 9)
+
+
+def test_pad_to_multiple_auto_is_64_on_cuda_and_off_on_the_cpu() -> None:
+    assert width_multiple("auto", torch.device("cuda")) == 64
+    assert width_multiple("auto", torch.device("cpu")) == 1
+    assert width_multiple(16, torch.device("cpu")) == width_multiple(16, torch.device("cuda")) == 16
+
+
 def _epoch(lengths: np.ndarray, seed: int, batch_size: int = 8,
            bucket_batches: int = 4) -> list[list[int]]:
     rng = np.random.default_rng(seed)
@@ -139,9 +156,10 @@ def test_finetune_trains_on_every_example_each_epoch(monkeypatch: pytest.MonkeyP
     examples, labels = classification(40, seed=5)
     seen: list[tuple[int, ...]] = []
 
-    def recording(seqs: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    def recording(seqs: list[list[int]], pad_id: int,
+                  *rounding: int) -> tuple[torch.Tensor, torch.Tensor]:
         seen.extend(map(tuple, seqs))
-        return pad_batch(seqs, pad_id)
+        return pad_batch(seqs, pad_id, *rounding)
 
     monkeypatch.setattr(gpt1.training.finetune_loop, "pad_batch", recording)
     finetune(toy_model(), examples, labels, PAD, toy_cfg(epochs=2, batch_size=8))
@@ -291,6 +309,61 @@ def test_outputs_do_not_depend_on_the_batch_padding(name: str, trunk: str) -> No
     np.testing.assert_allclose(pieces, together, rtol=0, atol=1e-5)
 
 
+@pytest.mark.parametrize("trunk", ["gpt1", "lstm"])
+@pytest.mark.parametrize("name", TOYS)
+def test_outputs_do_not_depend_on_rounded_widths(name: str, trunk: str) -> None:
+    """Widths rounded up to a multiple, and a short last batch filled up with copies: the
+    outputs of each width as it is."""
+    family, outputs, make = TOYS[name]
+    model = toy_model(family, outputs, trunk=trunk)
+    examples, _ = make(13, seed=4)
+    as_is = predict(model, examples, PAD, batch_size=5, pad_to_multiple=1)
+    rounded = predict(model, examples, PAD, batch_size=5, pad_to_multiple=8)
+    assert rounded.shape == as_is.shape
+    np.testing.assert_allclose(rounded, as_is, rtol=0, atol=1e-5)
+
+
+def varied_lengths(n: int, seed: int) -> tuple[Examples, np.ndarray]:
+    """Classification examples of every length from 3 to the toy model's n_ctx (32)."""
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(0, 2, size=n)
+    return ([[seq((rng.integers(0, 3, size=rng.integers(1, 31)) + 3 * label).tolist())]
+             for label in labels], labels)
+
+
+def attention_shapes(model: TaskModel) -> tuple[list[tuple[int, ...]], Callable[[], None]]:
+    """The (rows, width) of every input the first block's attention is given, and how to stop
+    recording."""
+    shapes: list[tuple[int, ...]] = []
+    handle = model.trunk.h[0].attn.register_forward_pre_hook(
+        lambda module, args: shapes.append(tuple(args[0].shape[:2])))
+    return shapes, handle.remove
+
+
+@pytest.mark.parametrize("multiple", [1, 8])
+def test_an_epoch_meets_at_most_one_attention_shape_per_bucket(multiple: int) -> None:
+    """Widths rounded to multiples of 8 within n_ctx 32: 4 buckets, so at most 4 shapes in an
+    epoch's 12 full batches, and one more for its one short batch (100 examples, 8 a batch);
+    prediction fills its short batch up, so it meets at most the 4. Each batch padded to its own
+    longest (multiple 1) meets many more."""
+    examples, labels = varied_lengths(100, seed=2)
+    model = toy_model()
+    shapes, stop = attention_shapes(model)
+    result = finetune(model, examples, labels, PAD, toy_cfg(epochs=1, batch_size=8,
+                                                            pad_to_multiple=multiple))
+    trained, shapes[:] = list(shapes), []
+    predict(model, examples, PAD, batch_size=8, pad_to_multiple=multiple)
+    stop()
+    assert len(trained) == len(shapes) == 13 and result.batch_shapes == len(set(trained))
+    buckets = 32 // 8
+    if multiple == 8:
+        assert {width for _, width in trained + shapes} <= {8, 16, 24, 32}
+        assert len(set(trained)) <= buckets + 1 and len(set(shapes)) <= buckets
+        assert {rows for rows, _ in shapes} == {8}
+    else:
+        assert len(set(trained)) > buckets + 1 and len(set(shapes)) > buckets + 1
+
+
 def _trained(lm_coef: float, weight_decay: float = 0.01) -> TaskModel:
     examples, labels = similarity(48, seed=3)
     model = toy_model("similarity", dropout=0.1)
@@ -347,20 +420,21 @@ def test_lm_coef_zero_turns_the_lm_loss_off() -> None:
     assert not torch.equal(with_lm.trunk.tokens_embed.weight[unused], initial)
 
 
-def test_a_compiled_run_follows_the_eager_one(caplog: pytest.LogCaptureFixture,
-                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_compiled_run_follows_the_eager_one(caplog: pytest.LogCaptureFixture) -> None:
     """torch.compile (compiled for shapes that vary: batch widths and a short last batch)
     changes how a step computes, not what: the same losses and outputs, to rounding; and one
     compile serves every batch (a recompile per new batch shape would cost more than it saves)."""
-    monkeypatch.setattr(torch._dynamo.config, "error_on_recompile", True)
+    torch._dynamo.reset()  # no graph of an earlier test's
     examples, labels = classification(20, seed=4)
     losses: dict[bool, list[float]] = {False: [], True: []}
     outputs = {}
     for compiled in (False, True):
         model = toy_model()
-        with caplog.at_level(logging.INFO, logger="gpt1.training.finetune_loop"):
+        with (caplog.at_level(logging.INFO, logger="gpt1.training.finetune_loop"),
+              torch._dynamo.config.patch(error_on_recompile=True)):
             result = finetune(
-                model, examples, labels, PAD, toy_cfg(epochs=2, batch_size=8, compile=compiled),
+                model, examples, labels, PAD,
+                toy_cfg(epochs=2, batch_size=8, compile=compiled, pad_to_multiple=1),
                 lambda epoch, model, loss, compiled=compiled: losses[compiled].append(loss))
         assert ("through torch.compile" in caplog.text) == compiled
         assert (result.compute["device"], result.compute["compiled"]) == ("cpu", compiled)
@@ -368,3 +442,31 @@ def test_a_compiled_run_follows_the_eager_one(caplog: pytest.LogCaptureFixture,
         outputs[compiled] = predict(model, examples, PAD, batch_size=8)
     assert losses[True] == pytest.approx(losses[False], rel=1e-4)
     np.testing.assert_allclose(outputs[True], outputs[False], rtol=1e-3, atol=1e-4)
+
+
+def test_a_bucketed_compiled_run_compiles_a_graph_per_batch_shape(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Widths rounded to 16: two batch shapes (full batches and the short last one, all 16 wide),
+    each compiled once as a graph of fixed shapes, their seconds given apart; the losses are the
+    eager run's, to rounding. `compile: auto` would compile it on CUDA: its shapes do not vary."""
+    examples, labels = classification(20, seed=4)  # sequences of 4 to 9 tokens
+    decided: list[bool] = []
+    resolve = gpt1.training.finetune_loop.resolve_compile
+    monkeypatch.setattr(gpt1.training.finetune_loop, "resolve_compile",
+                        lambda setting, device, shapes_vary: decided.append(shapes_vary)
+                        or resolve(setting, device, shapes_vary))
+    losses: dict[bool, list[float]] = {False: [], True: []}
+    results = {}
+    for compiled in (False, True):
+        torch._dynamo.reset()
+        torch._dynamo.utils.counters.clear()
+        results[compiled] = finetune(
+            toy_model(), examples, labels, PAD,
+            toy_cfg(epochs=2, batch_size=8, compile=compiled, pad_to_multiple=16),
+            lambda epoch, model, loss, compiled=compiled: losses[compiled].append(loss))
+    eager, compiled_run = results[False], results[True]
+    assert decided == [False, False]  # fixed shapes, for `auto` to decide on
+    assert compiled_run.batch_shapes == eager.batch_shapes == 2
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == 2
+    assert eager.compile_seconds == 0 < compiled_run.compile_seconds < compiled_run.seconds
+    assert losses[True] == pytest.approx(losses[False], rel=1e-4)
