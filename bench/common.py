@@ -51,15 +51,29 @@ def parser(description: str) -> argparse.ArgumentParser:
     return p
 
 
-def alternate(sides: dict[str, Callable[[], float]], repeats: int) -> dict[str, list[float]]:
-    """Call each side in turn, `repeats` rounds: ours and the baseline see the same machine state
-    (other load, thermal and cache effects) rather than one running after the other."""
+def round_orders(names: Sequence[str], repeats: int) -> list[list[str]]:
+    """The sides' order in each of `repeats` rounds: round r starts with side r mod n and takes
+    the rest in turn, so that no side always runs first, or always right after the same one."""
+    names = list(names)
+    return [names[r % len(names):] + names[:r % len(names)] for r in range(repeats)]
+
+
+def alternate(sides: dict[str, Callable[[], float]], repeats: int,
+              warmup: bool = False) -> dict[str, list[float]]:
+    """Call each side in turn, `repeats` rounds in `round_orders`: ours and the baseline see the
+    same machine state (other load, thermal and cache effects) rather than one running after the
+    other. With `warmup`, each side is first called once untimed and its value dropped, so that
+    first-call costs (CUDA's lazily loaded modules, kernel choice, the allocator's first blocks,
+    a compilation) fall in no side's figures rather than in the first round's first side's."""
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats}")
+    if warmup:
+        for run in sides.values():
+            run()
     values: dict[str, list[float]] = {name: [] for name in sides}
-    for _ in range(repeats):
-        for name, run in sides.items():
-            values[name].append(float(run()))
+    for order in round_orders(list(sides), repeats):
+        for name in order:
+            values[name].append(float(sides[name]()))
     return values
 
 

@@ -23,6 +23,10 @@ Parts, in order (the paper preset's sizes: 12 layers x 768, n_ctx 512, batch 64 
 - generation: `bench.generate` on the paper-size model (ours with a KV cache against
   transformers' `generate`, logits checked within a tolerance).
 Each part's peak memory: the GPU's allocated peak on CUDA, the process's peak RSS on the CPU.
+The train step and generation time each side only once it has run untimed (the train step's
+untimed run of each side; generation's check of our ids against transformers' logits, and a
+first call of transformers' `generate`), then in at least three rounds, the side that starts
+rotating each round. `--parts train-step,generation` needs no bundle.
 
 Running it needs torch, transformers and `bench.device_wheels.ALREADY_THERE`, and beyond them
 the wheels `python -m bench.device_wheels` fetches (docs/scaling.md, "GPU check"): never DVC,
@@ -302,13 +306,14 @@ def check_generation(check: Check, tiny: bool, repeats: int) -> None:
 
 def main(argv: list[str] | None = None) -> Path:
     p = parser(__doc__.split("\n\n")[0])
-    p.set_defaults(repeats=2)
+    p.set_defaults(repeats=3)
     p.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
     p.add_argument("--compile", choices=["auto", "true", "false"], default="auto",
                    help="also time both sides' train step compiled: auto does on CUDA, as "
                         "pretrain.compile (compiling on a CPU takes minutes and is slower)")
-    where = p.add_mutually_exclusive_group(required=True)
-    where.add_argument("--bundle", type=Path, help="run the check from this bundle")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--bundle", type=Path,
+                       help="run the check from this bundle (pretraining and fine-tuning read it)")
     where.add_argument("--prepare", type=Path, metavar="BUNDLE",
                        help="write the bundle from --shards and --bpe, then stop")
     p.add_argument("--shards", type=Path, default=SHARDS_DIR,
@@ -335,6 +340,9 @@ def main(argv: list[str] | None = None) -> Path:
         p.error(f"--parts: unknown {unknown}; the parts are {','.join(PARTS)}")
     if "finetuning" in parts and "pretraining" not in parts:
         p.error("--parts: finetuning starts from pretraining's model: name pretraining too")
+    if args.prepare is None and args.bundle is None and "pretraining" in parts:
+        p.error("--bundle (or --prepare): pretraining and fine-tuning run from a bundle; "
+                "--parts train-step,generation need none")
     device = resolve_device(args.device)
     params = paper_params(args.tiny, str(device))
     if args.prepare is not None:
@@ -350,7 +358,8 @@ def main(argv: list[str] | None = None) -> Path:
                                device)
     check.table.notes += [
         f"on {device}; train step and generation: median of {args.repeats} alternating "
-        "repetitions on random tokens and weights; pretraining and fine-tuning: one run each, "
+        "repetitions on random tokens and weights, after an untimed run of each side, the "
+        "side that starts a round rotating; pretraining and fine-tuning: one run each, "
         "tokens/s and examples/s once started (the first step, where torch.compile compiles, "
         "left out and shown apart)",
         "peak GiB: " + ("the GPU's allocated peak within each part" if device.type == "cuda"
@@ -364,7 +373,8 @@ def main(argv: list[str] | None = None) -> Path:
         """The table so far: after each part, so that a check cut short keeps what it measured."""
         settings = {"device": str(device), "tiny": args.tiny, "repeats": args.repeats,
                     "parts": parts, "steps": steps, "examples": examples,
-                    "bundle": str(args.bundle), **check.figures}
+                    "bundle": None if args.bundle is None else str(args.bundle),
+                    **check.figures}
         return publish([check.table, *profiled], args.out, "device_check", settings, show=show)
 
     if "train-step" in parts:

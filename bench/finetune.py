@@ -103,8 +103,9 @@ def _random_batches(lengths: np.ndarray, batch_size: int,
 def padded_to_max(width: int) -> Iterator[None]:
     """Inside, `gpt1.training.finetune_loop` trains on random batches and pads every batch to
     `width`."""
-    def pad_to_width(seqs: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-        ids, lengths = pad_batch(seqs, pad_id)
+    def pad_to_width(seqs: list[list[int]], pad_id: int,
+                     *rounding: int | None) -> tuple[torch.Tensor, torch.Tensor]:
+        ids, lengths = pad_batch(seqs, pad_id)  # `width` replaces any rounding
         return F.pad(ids, (0, width - ids.shape[1]), value=pad_id), lengths
 
     with mock.patch.object(gpt1.training.finetune_loop, "bucketed_batches", _random_batches), \

@@ -17,6 +17,11 @@ native, else fp32). The model is params.yaml's, or a preset's with `--preset` (p
     python -m bench.finetune_transformers --preset paper --prepare .ftdata
     python -m bench.finetune_transformers --device cuda --bundle .ftdata   # there
     python -m bench.finetune_transformers --profile   # and where each side's step time goes
+    python -m bench.finetune_transformers --profile-only --profile-steps 1 --trace traces
+
+Each side (and ours compiled) first runs once untimed on the same data, so that first-call costs
+(CUDA's lazily loaded modules, kernel plans, the allocator's first blocks) fall in neither
+side's figures; then at least three rounds, the side that starts rotating each round.
 
 The double-heads model's multiple-choice head is ours: dropout and a linear layer on the extract
 token's state (`mc_token_ids`), one scalar per choice, a softmax over the choices. A classifier
@@ -25,18 +30,19 @@ is the same head on one "choice" with an output per label.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import copy
 import json
 import math
 import statistics
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field, replace
 from functools import lru_cache, partial
 from pathlib import Path
-from typing import get_args
+from typing import Any, get_args
 from unittest import mock
 
 import numpy as np
@@ -51,18 +57,28 @@ from bench.common import (
     DATA,
     Table,
     alternate,
+    machine,
+    machine_line,
     median,
     parser,
     preset_params,
     publish,
     read_encoded,
+    round_orders,
     write_encoded,
 )
 from bench.finetune import ROOT, SAMPLE, TARGET, Data, Side, Sizes, load_data, sizes
 from bench.profiling import breakdown, breakdown_table, step_profiler, top_ops
 from bench.train_step import StepClock
 from gpt1.atomic import atomic_dir
-from gpt1.config import FinetuneTrainParams, Params, Precision, TaskParams, load_params
+from gpt1.config import (
+    FinetuneTrainParams,
+    PadMultiple,
+    Params,
+    Precision,
+    TaskParams,
+    load_params,
+)
 from gpt1.corpus.text import TextCleaner
 from gpt1.corpus.tokenizer import GPT1Tokenizer, train_bpe
 from gpt1.downstream.families import family_of
@@ -74,7 +90,7 @@ from gpt1.interop.hf import to_hf_config, to_hf_state_dict
 from gpt1.model.heads import TaskModel
 from gpt1.model.transformer import GPT1, GPT1Config
 from gpt1.training.device import Placement, autocast, placement
-from gpt1.training.finetune_loop import finetune, predict
+from gpt1.training.finetune_loop import finetune, predict, width_multiple
 from gpt1.training.optim import build_scheduler
 from gpt1.training.pretrain_loop import steady_rate
 
@@ -83,6 +99,7 @@ CHOICE = "story_cloze"
 SIDES = ("ours", "transformers")
 COMPILED = "ours compiled"
 PROFILE_STEPS = 20  # training steps profiled per side (--profile), after its first
+MIN_ROUNDS = 3  # timed rounds at the least: a median of fewer is one side's luck
 
 
 def load_choice_data(params: Params, root: Path, s: Sizes) -> Data:
@@ -249,13 +266,15 @@ class Run:
 @dataclass
 class TimedSide(Side):
     first_step: list[float] = field(default_factory=list)
+    warmup_first_step: float = math.nan  # of the untimed run: the cold start
 
 
 def run_ours(initial: TaskModel, data: Data, cfg: FinetuneTrainParams, place: Placement) -> Run:
     model = copy.deepcopy(initial)
     result = finetune(model, data.train, data.train_targets, data.tok.pad_id, cfg)
     started = time.perf_counter()
-    outputs = predict(model, data.dev, data.tok.pad_id, cfg.batch_size, place.device, place.dtype)
+    outputs = predict(model, data.dev, data.tok.pad_id, cfg.batch_size, place.device, place.dtype,
+                      cfg.pad_to_multiple)
     return Run(result.seconds, result.startup_seconds, time.perf_counter() - started, outputs)
 
 
@@ -281,7 +300,9 @@ def measure(task: TaskParams, data: Data, base: FinetuneTrainParams, s: Sizes, d
             rounds: int, place: Placement, compiled: bool = False,
             compile_mode: str | None = None) -> dict[str, TimedSide]:
     """`rounds` alternating rounds of both sides (and ours compiled, with `compiled`), round r
-    from seed `base.seed + r`: the same initial weights for every side within a round."""
+    from seed `base.seed + r`: the same initial weights for every side within a round. Before
+    them each side runs once, untimed, as round 0 runs (`alternate`'s warm-up): only its first
+    step's seconds are kept, as the side's cold start."""
     initial = lru_cache(maxsize=1)(
         lambda seed: initial_model(task, base.model_copy(update={"seed": seed}), s,
                                    data.tok.vocab_size, dropout))
@@ -291,9 +312,15 @@ def measure(task: TaskParams, data: Data, base: FinetuneTrainParams, s: Sizes, d
     # no context to swap in: each side is its own loop
     sides = {name: TimedSide(nullcontext) for name in runners}
     steps = math.ceil(len(data.train) / base.batch_size)
+    warm: set[str] = set()
 
     def once(name: str) -> float:
         side = sides[name]
+        if name not in warm:  # alternate's warm-up call
+            warm.add(name)
+            side.warmup_first_step = runners[name](initial(base.seed), data, base,
+                                                   place).first_step_seconds
+            return math.nan
         cfg = base.model_copy(update={"seed": base.seed + len(side.accuracy)})
         run = runners[name](initial(cfg.seed), data, cfg, place)
         side.train_rate.append(run.train_rate(len(data.train), steps))
@@ -303,7 +330,7 @@ def measure(task: TaskParams, data: Data, base: FinetuneTrainParams, s: Sizes, d
                                    run.outputs.argmax(axis=1))["accuracy"])
         return side.train_rate[-1]
 
-    alternate({name: lambda name=name: once(name) for name in runners}, rounds)
+    alternate({name: lambda name=name: once(name) for name in runners}, rounds, warmup=True)
     return sides
 
 
@@ -328,31 +355,84 @@ def clocked_steps(clock: StepClock, device: torch.device) -> Iterator[None]:
         handle.remove()
 
 
+def eval_batch(name: str, initial: TaskModel, data: Data, cfg: FinetuneTrainParams,
+               place: Placement) -> Callable[[], np.ndarray]:
+    """Side `name` scoring one batch, the dev set's first `cfg.batch_size` examples, as its run
+    scores the dev set (ours `predict`, transformers `reference_predict`), with `initial`'s
+    weights: the trained model's shapes, and so its kernels."""
+    examples = data.dev[:cfg.batch_size]
+    if name == "ours":
+        return partial(predict, copy.deepcopy(initial), examples, data.tok.pad_id,
+                       cfg.batch_size, place.device, place.dtype, cfg.pad_to_multiple)
+    return partial(reference_predict, reference_model(initial), examples, data.tok.pad_id,
+                   cfg.batch_size, place)
+
+
+def profile_call(call: Callable[[], object], device: torch.device) -> tuple[Any, float]:
+    """`call()` once unrecorded (its shapes' first-call costs), then once under torch.profiler:
+    that profiler and the call's seconds (both sides' scoring ends by copying its outputs to
+    the host, which waits for the device)."""
+    call()
+    profiler = step_profiler(device)
+    with profiler:
+        started = time.perf_counter()
+        call()
+        seconds = time.perf_counter() - started
+    return profiler, seconds
+
+
+@dataclass
+class Profile:
+    """A task's profile: each side's milliseconds per training step and per eval batch in each
+    category (`bench.profiling.breakdown`), their tables, and each side's costliest ops."""
+
+    tables: list[Table]
+    train_ms: dict[str, dict[str, float]] = field(default_factory=dict)
+    eval_ms: dict[str, dict[str, float]] = field(default_factory=dict)
+    train_ops: dict[str, str] = field(default_factory=dict)
+    eval_ops: dict[str, str] = field(default_factory=dict)
+
+
 def profile_sides(task: TaskParams, data: Data, cfg: FinetuneTrainParams, s: Sizes,
-                  dropout: float, place: Placement
-                  ) -> tuple[Table, dict[str, dict[str, float]], dict[str, str]] | None:
+                  dropout: float, place: Placement, steps: int = PROFILE_STEPS,
+                  trace: Path | None = None) -> Profile | None:
     """One run of each side from the same weights under torch.profiler, its training steps 2
-    to `PROFILE_STEPS` + 1 (or the epoch's last) recorded: milliseconds per step in each
-    category and its share, and each side's costliest ops and kernels. None for an epoch of one
-    step, which has nothing after its first."""
-    steps = min(PROFILE_STEPS, math.ceil(len(data.train) / cfg.batch_size) - 1)
+    to `steps` + 1 (or the epoch's last) recorded, then one eval batch (`eval_batch`, after an
+    unrecorded one): milliseconds per step and per batch in each category and their shares,
+    and each side's costliest ops and kernels; with `trace`, each recording's Chrome trace in
+    that folder (`<side>-train.json`, `<side>-eval.json`). None for an epoch of one step, which
+    has nothing after its first."""
+    steps = min(steps, math.ceil(len(data.train) / cfg.batch_size) - 1)
     if steps < 1:
         return None
     initial = initial_model(task, cfg, s, data.tok.vocab_size, dropout)
-    by_side: dict[str, dict[str, float]] = {}
-    ops: dict[str, str] = {}
+    result = Profile([])
     for name, runner in (("ours", run_ours), ("transformers", run_reference)):
-        profiler = step_profiler(place.device)
-        clock = StepClock(1, steps, profiler)
+        trained = step_profiler(place.device)
+        clock = StepClock(1, steps, trained)
         with clocked_steps(clock, place.device):
             runner(initial, data, cfg, place)
-        by_side[name] = breakdown(profiler.events(), clock.seconds, steps, place.device)
-        ops[name] = top_ops(profiler, place.device)
-    table = breakdown_table(f"profile: milliseconds per training step, {task.title}", by_side)
-    table.notes.append(f"one run of each side under torch.profiler, eager, steps 2 to "
+        result.train_ms[name] = breakdown(trained.events(), clock.seconds, steps, place.device)
+        result.train_ops[name] = top_ops(trained, place.device)
+        scored, seconds = profile_call(eval_batch(name, initial, data, cfg, place), place.device)
+        result.eval_ms[name] = breakdown(scored.events(), seconds, 1, place.device)
+        result.eval_ops[name] = top_ops(scored, place.device)
+        if trace is not None:
+            trace.mkdir(parents=True, exist_ok=True)
+            trained.export_chrome_trace(str(trace / f"{name}-train.json"))
+            scored.export_chrome_trace(str(trace / f"{name}-eval.json"))
+    train = breakdown_table(f"profile: milliseconds per training step, {task.title}",
+                            result.train_ms)
+    train.notes.append(f"one run of each side under torch.profiler, eager, steps 2 to "
                        f"{steps + 1} (the profiler slows small ops: the rates above are "
                        "measured without it)")
-    return table, by_side, ops
+    batch = min(cfg.batch_size, len(data.dev))
+    scoring = breakdown_table(f"profile: milliseconds per eval batch, {task.title}",
+                              result.eval_ms)
+    scoring.notes.append(f"the dev set's first {batch} examples scored as each side scores the "
+                         "dev set, once unrecorded, then once under torch.profiler")
+    result.tables = [train, scoring]
+    return result
 
 
 def spread(values: list[float]) -> float | None:
@@ -378,8 +458,17 @@ def noise_note(title: str, sides: dict[str, Side], n_dev: int) -> str:
             f"{2 * se:.2f} ({basis}): {verdict}")
 
 
-def main(argv: list[str] | None = None) -> Path:
-    knobs = load_params(ROOT / "params.yaml").finetune.train
+def pad_multiple(text: str) -> PadMultiple:
+    """`--pad-to-multiple`'s value: auto, or a width multiple of at least 1 (1: off)."""
+    if text == "auto":
+        return "auto"
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"auto or an integer >= 1, not {text!r}")
+    return int(text)
+
+
+def options(knobs: FinetuneTrainParams) -> argparse.ArgumentParser:
+    """The benchmark's options; `knobs` (params.yaml's fine-tuning) give defaults in the help."""
     p = parser(__doc__.splitlines()[0])
     p.add_argument("--device", default=knobs.device,
                    help=f"auto | cpu | cuda | cuda:N, for both sides (default: params.yaml's "
@@ -387,6 +476,10 @@ def main(argv: list[str] | None = None) -> Path:
     p.add_argument("--precision", default=None, choices=get_args(Precision),
                    help=f"for both sides (default: finetune.train.precision of params.yaml, "
                         f"{knobs.precision}, or of --preset's)")
+    p.add_argument("--pad-to-multiple", type=pad_multiple, default=None, metavar="auto|N",
+                   help="ours' finetune.train.pad_to_multiple: each batch's width rounded up "
+                        "to a multiple of N (1: off; auto: 64 on CUDA, 1 on the CPU) (default: "
+                        f"params.yaml's, {knobs.pad_to_multiple}, or --preset's)")
     p.add_argument("--train-examples", type=int, default=1000,
                    help="SST-2 training sentences fine-tuned on for one epoch")
     p.add_argument("--choice-examples", type=int, default=400,
@@ -405,14 +498,107 @@ def main(argv: list[str] | None = None) -> Path:
                         "(CUDA graphs)")
     p.add_argument("--profile", action="store_true",
                    help="then profile a run of each side per task: where a training step's "
-                        "time goes (the timed tables are written first)")
+                        "and an eval batch's time goes (the timed tables are written first)")
+    p.add_argument("--profile-steps", type=int, default=PROFILE_STEPS,
+                   help=f"training steps --profile records per side, after its first "
+                        f"(default {PROFILE_STEPS})")
+    p.add_argument("--profile-only", action="store_true",
+                   help="--profile without the timed rounds")
+    p.add_argument("--trace", type=Path, default=None, metavar="FOLDER",
+                   help="with --profile: each recording's Chrome trace, in a subfolder per task")
     where = p.add_mutually_exclusive_group()
     where.add_argument("--prepare", type=Path, metavar="BUNDLE",
                        help="write the tasks cleaned and encoded (and their sizes) to this "
                             "folder, then stop: a GPU machine runs from it without spaCy")
     where.add_argument("--bundle", type=Path,
                        help="run from a folder --prepare wrote (its sizes, not the options')")
+    return p
+
+
+def task_knobs(params: Params, task: TaskParams, args: argparse.Namespace,
+               precision: Precision) -> FinetuneTrainParams:
+    """The fine-tuning knobs both sides run a task with: its own, for one epoch of the first
+    seed, on `--device` in `precision`; ours eager (ours compiled is `--compile`'s side), its
+    widths as `--pad-to-multiple` says where given."""
+    update: dict[str, Any] = {"epochs": 1, "device": args.device, "precision": precision,
+                              "compile": False}
+    if args.pad_to_multiple is not None:
+        update["pad_to_multiple"] = args.pad_to_multiple
+    return params.finetune.for_task(task, params.finetune.seeds[0]).model_copy(update=update)
+
+
+def timed_tables(args: argparse.Namespace, params: Params, data: dict[str, Data],
+                 cfgs: dict[str, FinetuneTrainParams], task_sizes: dict[str, Sizes],
+                 place: Placement, rounds: int) -> tuple[list[Table], dict[str, Any]]:
+    """The rates and the accuracies of every side on each task (`measure`), and the figures the
+    JSON adds: each side's cold start (its warm-up run's first step)."""
+    sides_run = SIDES + ((COMPILED,) if args.compile else ())
+    rates = Table("fine-tuning examples/s (median)",
+                  ["task", "phase", "ours", "transformers", "ratio", "target"]
+                  + ([COMPILED, "compiled ratio"] if args.compile else [])
+                  + [f"{side} first step s" for side in sides_run])
+    quality = Table("dev accuracy after one epoch",
+                    ["task", "side", "mean", "std", "seeds", "train", "dev"])
+    cold: dict[str, dict[str, float]] = {}
+    for name, d in data.items():
+        task = params.tasks[name]
+        sides = measure(task, d, cfgs[name], task_sizes[name], params.model.dropout, rounds,
+                        place, args.compile, args.compile_mode)
+        cold[name] = {side: sides[side].warmup_first_step for side in sides_run}
+        for phase in ("train", "eval"):
+            rate = {side: median(getattr(sides[side], f"{phase}_rate")) for side in sides_run}
+            extra = {f"{side} first step s": median(sides[side].first_step)
+                     for side in sides_run if phase == "train"}
+            if args.compile:
+                extra |= {COMPILED: rate[COMPILED],
+                          "compiled ratio": rate[COMPILED] / rate["transformers"]}
+            rates.add(task=task.title, phase=phase, ours=rate["ours"],
+                      transformers=rate["transformers"],
+                      ratio=rate["ours"] / rate["transformers"], target=f">= {TARGET:g}x",
+                      **extra)
+        for side in sides_run:
+            accuracy = sides[side].accuracy
+            quality.add(task=task.title, side=side, mean=statistics.mean(accuracy),
+                        std=spread(accuracy), seeds=len(accuracy), train=len(d.train),
+                        dev=len(d.dev))
+        quality.notes.append(noise_note(task.title, sides, len(d.dev)))
+    knobs = params.finetune.train
+    cfg = cfgs[CLASSIFICATION]
+    rates.notes = [
+        f"median of {rounds} alternating rounds, each from its own seed, after an untimed run "
+        "of each side on the same data (its first step's seconds, the cold start, in the "
+        "JSON); the side that starts a round rotates; 1 epoch, batch "
+        f"{knobs.batch_size}, lm_coef {knobs.lm_coef}, lr {knobs.lr}; on {place.device} in "
+        f"{str(place.dtype).removeprefix('torch.')} (precision {cfg.precision}; the same for "
+        "both), both eager (ours compiled, with --compile: finetune.train.compile true); "
+        "train: the rate after each side's first step (which loads the kernels its loop "
+        "uses and allocates its memory: once a run, whatever its length), that step's "
+        "seconds beside it",
+        "ours: the stage's finetune + predict (length-bucketed batches, length-sorted eval, "
+        f"widths rounded up to a multiple of {width_multiple(cfg.pad_to_multiple, place.device)}"
+        f": pad_to_multiple {cfg.pad_to_multiple}); transformers: OpenAIGPTDoubleHeadsModel "
+        "in a plain loop, random batches padded to their longest, its own mc_loss + lm_coef x "
+        "LM loss",
+    ]
+    base = task_sizes[CLASSIFICATION]
+    quality.notes.append(
+        f"model n_embd {base.n_embd}, n_layer {base.n_layer}, n_head {base.n_head}, n_ctx "
+        f"{base.n_ctx}, a BPE per task learned on its training text; the trunk is randomly "
+        "initialised (the same weights for both sides per seed), so the accuracy checks that "
+        "both sides learn alike, not GPT-1's")
+    return [rates, quality], {"warmup_first_step_seconds": cold}
+
+
+def main(argv: list[str] | None = None) -> Path:
+    p = options(load_params(ROOT / "params.yaml").finetune.train)
     args = p.parse_args(argv)
+    if args.repeats < MIN_ROUNDS:
+        p.error(f"--repeats {args.repeats}: at least {MIN_ROUNDS} alternating rounds are timed")
+    if args.profile_steps < 1:
+        p.error(f"--profile-steps {args.profile_steps}: at least 1")
+    args.profile = args.profile or args.profile_only
+    if args.trace is not None and not args.profile:
+        p.error("--trace: the traces are --profile's")
     params = preset_params(args.preset)
     knobs = params.finetune.train
     precision = args.precision or knobs.precision
@@ -432,83 +618,51 @@ def main(argv: list[str] | None = None) -> Path:
             print(f"written {args.prepare}: carry it beside the checkout and run "
                   f"`python -m bench.finetune_transformers --bundle {args.prepare}` there")
             return args.prepare
-    base = task_sizes[CLASSIFICATION]
     place = placement(args.device, precision)
     rounds = max(args.repeats, args.seeds)
     args.compile = args.compile or args.compile_mode is not None
+    cfgs = {name: task_knobs(params, params.tasks[name], args, precision) for name in data}
+    pad = cfgs[CLASSIFICATION].pad_to_multiple
     sides_run = SIDES + ((COMPILED,) if args.compile else ())
-    rates = Table("fine-tuning examples/s (median)",
-                  ["task", "phase", "ours", "transformers", "ratio", "target"]
-                  + ([COMPILED, "compiled ratio"] if args.compile else [])
-                  + [f"{side} first step s" for side in sides_run])
-    quality = Table("dev accuracy after one epoch",
-                    ["task", "side", "mean", "std", "seeds", "train", "dev"])
-    ran: list[tuple[str, TaskParams, Data, FinetuneTrainParams, Sizes]] = []
-    for name, d in data.items():
-        task = params.tasks[name]
-        cfg = params.finetune.for_task(task, params.finetune.seeds[0])
-        # ours eager, as `compile: auto` fine-tunes on every device
-        cfg = cfg.model_copy(update={"epochs": 1, "device": args.device,
-                                     "precision": precision, "compile": False})
-        sides = measure(task, d, cfg, task_sizes[name], params.model.dropout, rounds, place,
-                        args.compile, args.compile_mode)
-        ran.append((name, task, d, cfg, task_sizes[name]))
-        for phase in ("train", "eval"):
-            rate = {side: median(getattr(sides[side], f"{phase}_rate")) for side in sides_run}
-            extra = {f"{side} first step s": median(sides[side].first_step)
-                     for side in sides_run if phase == "train"}
-            if args.compile:
-                extra |= {COMPILED: rate[COMPILED],
-                          "compiled ratio": rate[COMPILED] / rate["transformers"]}
-            rates.add(task=task.title, phase=phase, ours=rate["ours"],
-                      transformers=rate["transformers"],
-                      ratio=rate["ours"] / rate["transformers"], target=f">= {TARGET:g}x",
-                      **extra)
-        for side in sides_run:
-            accuracy = sides[side].accuracy
-            quality.add(task=task.title, side=side, mean=statistics.mean(accuracy),
-                        std=spread(accuracy), seeds=len(accuracy), train=len(d.train),
-                        dev=len(d.dev))
-        quality.notes.append(noise_note(task.title, sides, len(d.dev)))
-    rates.notes = [
-        f"median of {rounds} alternating rounds, each from its own seed; 1 epoch, batch "
-        f"{knobs.batch_size}, lm_coef {knobs.lm_coef}, lr {knobs.lr}; on {place.device} in "
-        f"{str(place.dtype).removeprefix('torch.')} (precision {precision}; the same for "
-        "both), both eager (ours compiled, with --compile: finetune.train.compile true); "
-        "train: the rate after each side's first step (which loads the kernels its loop "
-        "uses and allocates its memory: once a run, whatever its length), that step's "
-        "seconds beside it",
-        "ours: the stage's finetune + predict (length-bucketed batches, length-sorted eval); "
-        "transformers: OpenAIGPTDoubleHeadsModel in a plain loop, random batches padded to "
-        "their longest, its own mc_loss + lm_coef x LM loss",
-    ]
-    quality.notes.append(
-        f"model n_embd {base.n_embd}, n_layer {base.n_layer}, n_head {base.n_head}, n_ctx "
-        f"{base.n_ctx}, a BPE per task learned on its training text; the trunk is randomly "
-        "initialised (the same weights for both sides per seed), so the accuracy checks that "
-        "both sides learn alike, not GPT-1's")
     settings = {"sizes": {name: asdict(s) for name, s in task_sizes.items()},
                 "repeats": args.repeats, "seeds": args.seeds, "rounds": rounds,
+                "warmup": not args.profile_only,
+                "round_order": [] if args.profile_only else round_orders(sides_run, rounds),
                 "compile": args.compile, "compile_mode": args.compile_mode,
                 "tiny": args.tiny, "epochs": 1, "batch_size": knobs.batch_size,
                 "seed": params.finetune.seeds[0], "device": str(place.device),
                 "precision": precision, "preset": args.preset,
+                "pad_to_multiple": pad, "width_multiple": width_multiple(pad, place.device),
+                "profile_only": args.profile_only,
                 "bundle": None if args.bundle is None else str(args.bundle),
                 "dtype": str(place.dtype).removeprefix("torch.")}
-    tables = [rates, quality]
-    path = publish(tables, args.out, "finetune_transformers", settings)
-    if not args.profile:
-        return path
-    settings |= {"profile_ms_per_step": {}, "profile_top_ops": {}}
-    for name, task, d, cfg, s in ran:
-        profiled = profile_sides(task, d, cfg, s, params.model.dropout, place)
+    tables: list[Table] = []
+    if args.profile_only:
+        print(machine_line(machine()), end="\n\n")
+    else:
+        tables, figures = timed_tables(args, params, data, cfgs, task_sizes, place, rounds)
+        settings |= figures
+        path = publish(tables, args.out, "finetune_transformers", settings)
+        if not args.profile:
+            return path
+    settings |= {"profile_steps": args.profile_steps, "profile_ms_per_step": {},
+                 "profile_top_ops": {}, "profile_eval_ms": {}, "profile_eval_top_ops": {}}
+    for name, d in data.items():
+        profiled = profile_sides(params.tasks[name], d, cfgs[name], task_sizes[name],
+                                 params.model.dropout, place, args.profile_steps,
+                                 None if args.trace is None else args.trace / name)
         if profiled is not None:
-            table, ms, ops = profiled
-            settings["profile_ms_per_step"][name] = ms
-            settings["profile_top_ops"][name] = ops
-            tables.append(table)
-            print(table.render(), end="\n\n", flush=True)
-    return publish(tables, args.out, "finetune_transformers", settings, show=False)
+            settings["profile_ms_per_step"][name] = profiled.train_ms
+            settings["profile_top_ops"][name] = profiled.train_ops
+            settings["profile_eval_ms"][name] = profiled.eval_ms
+            settings["profile_eval_top_ops"][name] = profiled.eval_ops
+            tables += profiled.tables
+            for table in profiled.tables:
+                print(table.render(), end="\n\n", flush=True)
+        # after each task: a run cut short keeps the tasks it profiled
+        path = publish(tables, args.out, "finetune_transformers", settings, show=False)
+    print(f"written {path}")
+    return path
 
 
 if __name__ == "__main__":

@@ -16,8 +16,9 @@ dropout applies its mask as a multiply, and residual sums are adds.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from contextlib import AbstractContextManager
+from typing import Any
 
 import torch
 from torch.autograd.profiler_util import FunctionEvent
@@ -106,8 +107,59 @@ def breakdown_table(title: str, by_side: dict[str, dict[str, float]]) -> Table:
 
 
 def top_ops(profiler: profile, device: torch.device) -> str:
-    """The `TOP_OPS` ops (and, on CUDA, kernels) costliest in their own time, as torch.profiler
-    prints them."""
-    return profiler.key_averages().table(
-        sort_by=f"self_{'device' if device.type == 'cuda' else 'cpu'}_time_total",
-        row_limit=TOP_OPS, max_name_column_width=80)
+    """The `TOP_OPS` ops costliest in their own time, as torch.profiler prints them; on CUDA,
+    kernels among them, first by GPU time, then by host time (what dispatching and launching
+    them costs the CPU: where the GPU waits between kernels, the second table says on what)."""
+    averages = profiler.key_averages()
+    if device.type != "cuda":
+        return averages.table(sort_by="self_cpu_time_total", row_limit=TOP_OPS,
+                              max_name_column_width=80)
+    return "\n".join(f"by self {title} time:\n" + averages.table(
+        sort_by=f"self_{key}_time_total", row_limit=TOP_OPS, max_name_column_width=80)
+        for title, key in (("GPU", "device"), ("host", "cpu")))
+
+
+def shortened(text: str, rows: int) -> str:
+    """`top_ops`' text with each of its tables cut to its first `rows` rows (headers and
+    totals kept)."""
+    kept, rules, row = [], 0, 0
+    for line in text.splitlines():
+        if line.startswith("by self "):
+            rules = 0
+        elif line.startswith("---"):
+            rules, row = rules + 1, 0
+        elif rules == 2:  # between the header's rule and the closing one
+            row += 1
+            if row > rows:
+                continue
+        kept.append(line)
+    return "\n".join(kept)
+
+
+# a result's profile figures: its ms per step by category, and its top_ops text
+PROFILED = (("training step", "profile_ms_per_step", "profile_top_ops"),
+            ("eval batch", "profile_eval_ms", "profile_eval_top_ops"))
+
+
+def _sides(ms: dict[str, Any], ops: dict[str, Any],
+           where: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], dict, str]]:
+    """(task and side, ms by category, top ops) of `bench.train_step`'s figures (by side) or
+    `bench.finetune_transformers`' (by task, then side)."""
+    for name, text in ops.items():
+        if isinstance(text, dict):
+            yield from _sides(ms[name], text, (*where, name))
+        else:
+            yield (*where, name), ms[name], text
+
+
+def summary(settings: dict[str, Any], rows: int) -> str:
+    """Each profiled side's milliseconds per step (or eval batch) and its GPU's idle share
+    (time outside torch ops), then its costliest ops, `rows` of each table."""
+    parts = []
+    for what, ms_key, ops_key in PROFILED:
+        for where, ms, text in _sides(settings.get(ms_key, {}), settings.get(ops_key, {})):
+            total = sum(ms.values())
+            parts.append(f"== {', '.join(where)}: {what} {total:.2f} ms, of which "
+                         f"{ms[OUTSIDE]:.2f} ms {OUTSIDE}\n{shortened(text, rows)}")
+    return "\n\n".join(parts)
+

@@ -7,6 +7,9 @@ the ratio is against the fastest transformers run; MFU against a matmul peak mea
     python -m bench.train_step --preset paper --device cuda --compile
     python -m bench.train_step --profile            # and where each side's step time goes
 
+Each side first runs once untimed, then the timed repetitions alternate, the side that starts
+rotating each round; within every run, `--warmup` steps come before the clock starts.
+
 `--compile` adds the `torch.compile`d runs: ours (`pretrain.compile`) and transformers' model
 under the policy's dtype, each beside its eager run, so that transformers is met at its best.
 
@@ -236,8 +239,12 @@ def run(setup: Setup, repeats: int, curve_steps: int | None, profile: bool = Fal
     flops = setup.model.training_flops_per_token()
     runs = sides(setup, dtype)
     peaks = [measure_peak_flops(device, dtype, PEAK_SECONDS)]
+    # every run warms up (`setup.warmup` steps) before its clock starts; the first run of each
+    # side also pays the process's first calls (CUDA's lazily loaded modules, a compilation
+    # inductor caches for the next), so one untimed run of each comes first
     tok_s = alternate({name: lambda side=side: setup.steps * setup.tokens_per_step
-                       / side.run(None).seconds for name, side in runs.items()}, repeats)
+                       / side.run(None).seconds for name, side in runs.items()}, repeats,
+                      warmup=True)
     # the fastest matmul of before and after: a peak caught in a slow moment would flatter MFU
     peak = {dtype: max(*peaks, measure_peak_flops(device, dtype, PEAK_SECONDS))}
     if dtype != torch.float32:
@@ -252,7 +259,8 @@ def run(setup: Setup, repeats: int, curve_steps: int | None, profile: bool = Fal
             "MFU %": 100 * value * flops / peak[side_dtype],
             "peak GFLOP/s": peak[side_dtype] / 1e9})
     table.notes += [
-        f"median of {repeats} alternating repetitions of {setup.steps} steps after "
+        f"median of {repeats} alternating repetitions (after an untimed one of each side; "
+        f"the side that starts a round rotates) of {setup.steps} steps after "
         f"{setup.warmup} warm-up steps; batch {setup.train.batch_size} x {setup.model.n_ctx} "
         f"tokens, {setup.model.n_layer} layers x {setup.model.n_embd}, vocab "
         f"{setup.model.vocab_size}, on {device}",

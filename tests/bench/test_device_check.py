@@ -160,3 +160,24 @@ def test_parts_that_cannot_run_are_refused(parts: str, tmp_path: Path,
         device_check.main(["--tiny", "--bundle", str(tmp_path), "--parts", parts])
     assert stop.value.code == 2
     assert "--parts:" in capsys.readouterr().err
+
+
+def test_generation_alone_runs_without_a_bundle(tmp_path: Path) -> None:
+    """Generation (and the train step) read no bundle; repetitions are 3 unless asked."""
+    written = device_check.main(["--tiny", "--device", "cpu", "--parts", "generation",
+                                 "--out", str(tmp_path)])
+    result = json.loads(written.read_text())
+    (table,) = result["tables"]
+    assert [row["part"] for row in table["rows"]] == ["generation", "generation"]
+    settings = result["settings"]
+    assert settings["repeats"] == 3 and settings["bundle"] is None
+    assert all(len(rates) == 3 for rates in
+               settings["generation"]["tokens_per_second"].values())
+    assert any("after an untimed run of each side" in note for note in table["notes"])
+
+
+def test_pretraining_without_a_bundle_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as stop:
+        device_check.main(["--tiny", "--parts", "train-step,pretraining"])
+    assert stop.value.code == 2
+    assert "--bundle" in capsys.readouterr().err

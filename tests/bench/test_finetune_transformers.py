@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -13,7 +14,7 @@ import torch
 
 from bench import finetune_transformers as ft
 from bench.finetune import ROOT, Data, Sizes
-from bench.profiling import CATEGORIES
+from bench.profiling import CATEGORIES, summary
 from bench.train_step import StepClock
 from gpt1.config import FinetuneTrainParams, load_params
 from gpt1.model.heads import TaskModel
@@ -94,7 +95,8 @@ def test_finetune_transformers_tiny_from_a_bundle(tmp_path: Path) -> None:
         assert d.tok.backend.get_vocab() == expected[name].tok.backend.get_vocab()
 
     path = ft.main(["--bundle", str(bundle), "--device", "cpu", "--precision", "fp32",
-                    "--repeats", "1", "--seeds", "1", "--profile", "--out", str(tmp_path)])
+                    "--repeats", "3", "--seeds", "1", "--profile", "--profile-steps", "2",
+                    "--trace", str(tmp_path / "traces"), "--out", str(tmp_path)])
     result = json.loads(path.read_text())
     assert result["settings"]["bundle"] == str(bundle)
     assert path.name == "finetune_transformers.json"
@@ -117,22 +119,33 @@ def test_finetune_transformers_tiny_from_a_bundle(tmp_path: Path) -> None:
     assert [(r["task"], r["side"]) for r in quality["rows"]] == [
         (t, side) for t in titles for side in ("ours", "transformers")]
     for row in quality["rows"]:
-        assert 0 <= row["mean"] <= 100 and row["seeds"] == 1 and row["std"] is None
+        assert 0 <= row["mean"] <= 100 and row["seeds"] == 3 and row["std"] is not None
     assert sum("noise" in note for note in quality["notes"]) == 2
     assert any("randomly initialised" in note for note in quality["notes"])
 
-    # --profile: where each side's training step goes, per task, after the timed tables
+    # --profile: where each side's training step and eval batch go, per task, after the timed
+    # tables; --trace: each recording's Chrome trace
     assert [t["name"] for t in profiles] == [
-        f"profile: milliseconds per training step, {t}" for t in titles]
-    for table, name in zip(profiles, (ft.CLASSIFICATION, ft.CHOICE), strict=True):
-        rows = {row["category"]: row for row in table["rows"]}
-        assert list(rows) == [*CATEGORIES, "step"]
+        f"profile: milliseconds per {what}, {t}" for t in titles
+        for what in ("training step", "eval batch")]
+    for (train, scoring), name in zip(zip(profiles[::2], profiles[1::2], strict=True),
+                                      (ft.CLASSIFICATION, ft.CHOICE), strict=True):
+        rows = {row["category"]: row for row in train["rows"]}
+        eval_rows = {row["category"]: row for row in scoring["rows"]}
+        assert list(rows) == list(eval_rows) == [*CATEGORIES, "step"]
         for side in ft.SIDES:
             assert rows["matmul"][f"{side} ms"] > 0 and rows["optimizer"][f"{side} ms"] > 0
             assert sum(rows[c][f"{side} %"] for c in CATEGORIES) == pytest.approx(100)
             assert sum(settings["profile_ms_per_step"][name][side].values()) == pytest.approx(
                 rows["step"][f"{side} ms"])
             assert "aten::addmm" in settings["profile_top_ops"][name][side]
+            # scoring trains nothing
+            assert eval_rows["matmul"][f"{side} ms"] > 0 == eval_rows["optimizer"][f"{side} ms"]
+            assert "aten::addmm" in settings["profile_eval_top_ops"][name][side]
+            for phase in ("train", "eval"):
+                trace = json.loads((tmp_path / "traces" / name / f"{side}-{phase}.json")
+                                   .read_text())
+                assert any(e.get("name") == "aten::addmm" for e in trace["traceEvents"])
 
 
 def test_device_and_precision_reach_both_sides(tmp_path: Path,
@@ -148,10 +161,11 @@ def test_device_and_precision_reach_both_sides(tmp_path: Path,
 
     monkeypatch.setattr(ft, "run_ours", run)
     monkeypatch.setattr(ft, "run_reference", run)
-    path = ft.main(["--tiny", "--device", "cpu", "--precision", "bf16", "--repeats", "1",
+    path = ft.main(["--tiny", "--device", "cpu", "--precision", "bf16", "--repeats", "3",
                     "--seeds", "1", "--out", str(tmp_path)])
     settings = json.loads(path.read_text())["settings"]
-    assert seen == [("cpu", "bf16", Placement(torch.device("cpu"), torch.bfloat16))] * 4
+    # per task, each side's warm-up and 3 rounds
+    assert seen == [("cpu", "bf16", Placement(torch.device("cpu"), torch.bfloat16))] * 16
     assert (settings["device"], settings["precision"], settings["dtype"]) == (
         "cpu", "bf16", "bfloat16")
 
@@ -204,9 +218,12 @@ def test_compile_adds_ours_compiled(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(ft, "run_ours", ours)
     monkeypatch.setattr(ft, "run_reference", lambda initial, data, cfg, place: ft.Run(
         1.0, 0.5, 1.0, np.zeros((len(data.dev), 2))))
-    path = ft.main(["--tiny", "--compile", "--repeats", "1", "--seeds", "1",
+    path = ft.main(["--tiny", "--compile", "--repeats", "3", "--seeds", "1",
                     "--out", str(tmp_path)])
-    assert compiled == [(False, None), (True, None)] * 2  # per task: ours, then ours compiled
+    # per task, ours and ours compiled as warm-ups, then in rounds that start with ours,
+    # transformers, ours compiled
+    eager, comp = (False, None), (True, None)
+    assert compiled == [eager, comp, eager, comp, comp, eager, comp, eager] * 2
     rates, quality = json.loads(path.read_text())["tables"]
     train = next(r for r in rates["rows"] if r["phase"] == "train")
     assert train["ours compiled"] < train["ours"] == train["transformers"]
@@ -215,7 +232,133 @@ def test_compile_adds_ours_compiled(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert [r["side"] for r in quality["rows"]][:3] == ["ours", "transformers", "ours compiled"]
 
     compiled.clear()
-    ft.main(["--tiny", "--compile-mode", "reduce-overhead", "--repeats", "1", "--seeds", "1",
+    ft.main(["--tiny", "--compile-mode", "reduce-overhead", "--repeats", "3", "--seeds", "1",
              "--out", str(tmp_path)])
-    assert compiled == [(False, None), (True, "reduce-overhead")] * 2
+    assert set(compiled) == {(False, None), (True, "reduce-overhead")} and len(compiled) == 16
     assert not hasattr(torch.compile, "keywords")  # unpatched after the run
+
+
+def test_fewer_than_three_rounds_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as stop:
+        ft.main(["--tiny", "--repeats", "2"])
+    assert stop.value.code == 2
+    assert "--repeats 2: at least 3 alternating rounds" in capsys.readouterr().err
+
+
+def test_each_side_is_warmed_up_before_rounds_that_rotate(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each side first runs once untimed on the same data and from round 0's seed; then the
+    rounds, each from its own seed, the side that starts rotating. The warm-up's figures are in
+    no median: only its first step, as the side's cold start."""
+    calls: list[tuple[str, int, int]] = []
+
+    def runner(side: str) -> object:
+        def run(initial: TaskModel, data: Data, cfg: FinetuneTrainParams,
+                place: Placement) -> ft.Run:
+            warm = (side, id(data)) not in {(c[0], c[2]) for c in calls}  # its task's first
+            calls.append((side, cfg.seed, id(data)))
+            # the warm-up is slow (100 s, a 10 s first step), every round 1 s (0.5 s)
+            return ft.Run(100.0 if warm else 1.0, 10.0 if warm else 0.5, 1.0,
+                          np.zeros((len(data.dev), 2)))
+        return run
+
+    monkeypatch.setattr(ft, "run_ours", runner("ours"))
+    monkeypatch.setattr(ft, "run_reference", runner("transformers"))
+    path = ft.main(["--tiny", "--repeats", "3", "--seeds", "1", "--out", str(tmp_path)])
+    result = json.loads(path.read_text())
+    seed = load_params(ROOT / "params.yaml").finetune.seeds[0]
+    per_task = [("ours", seed), ("transformers", seed),  # the warm-ups
+                ("ours", seed), ("transformers", seed),
+                ("transformers", seed + 1), ("ours", seed + 1),
+                ("ours", seed + 2), ("transformers", seed + 2)]
+    assert [call[:2] for call in calls] == per_task * 2
+    settings = result["settings"]
+    assert settings["warmup"] is True
+    assert settings["round_order"] == [["ours", "transformers"], ["transformers", "ours"],
+                                       ["ours", "transformers"]]
+    assert settings["warmup_first_step_seconds"] == {
+        task: {"ours": 10.0, "transformers": 10.0} for task in (ft.CLASSIFICATION, ft.CHOICE)}
+    rates = result["tables"][0]
+    for row in rates["rows"]:
+        assert row["ratio"] == 1.0
+        if row["phase"] == "train":
+            assert row["ours first step s"] == row["transformers first step s"] == 0.5
+    assert any("untimed run of each side" in note for note in rates["notes"])
+
+
+@pytest.mark.parametrize(("given", "expected"), [("1", 1), ("auto", "auto"), ("8", 8)])
+def test_pad_to_multiple_reaches_ours(given: str, expected: object, tmp_path: Path,
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """--pad-to-multiple overrides finetune.train.pad_to_multiple in the knobs both sides get
+    (the reference pads each batch to its longest whatever it says), and the JSON says it."""
+    seen = []
+
+    def run(initial: TaskModel, data: Data, cfg: FinetuneTrainParams,
+            place: Placement) -> ft.Run:
+        seen.append(cfg.pad_to_multiple)
+        return ft.Run(1.0, 0.5, 1.0, np.zeros((len(data.dev), 2)))
+
+    monkeypatch.setattr(ft, "run_ours", run)
+    monkeypatch.setattr(ft, "run_reference", run)
+    path = ft.main(["--tiny", "--device", "cpu", "--pad-to-multiple", given, "--repeats", "3",
+                    "--seeds", "1", "--out", str(tmp_path)])
+    settings = json.loads(path.read_text())["settings"]
+    assert set(seen) == {expected}
+    assert settings["pad_to_multiple"] == expected
+    assert settings["width_multiple"] == (1 if expected == "auto" else expected)  # the CPU's
+
+
+@pytest.mark.parametrize("given", ["0", "-4", "wide"])
+def test_a_pad_multiple_below_one_is_refused(given: str,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as stop:
+        ft.main(["--tiny", "--pad-to-multiple", given])
+    assert stop.value.code == 2
+    assert "--pad-to-multiple" in capsys.readouterr().err
+
+
+def test_profile_only_profiles_without_timing(tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """--profile-only: the profiles (one step each here), and no timed rounds."""
+    def timed(*args: object) -> None:
+        raise AssertionError("timed rounds ran")
+
+    monkeypatch.setattr(ft, "measure", timed)
+    path = ft.main(["--tiny", "--device", "cpu", "--profile-only", "--profile-steps", "1",
+                    "--out", str(tmp_path)])
+    result = json.loads(path.read_text())
+    assert [t["name"].split(",")[0] for t in result["tables"]] == [
+        "profile: milliseconds per training step", "profile: milliseconds per eval batch"] * 2
+    settings = result["settings"]
+    assert settings["profile_only"] and not settings["warmup"] and settings["round_order"] == []
+    assert settings["profile_steps"] == 1
+    # what the lease prints of it: each side's step and eval batch, its costliest ops cut short
+    shown = summary(settings, rows=2)
+    for task in (ft.CLASSIFICATION, ft.CHOICE):
+        for side in ft.SIDES:
+            for what in ("training step", "eval batch"):
+                assert f"== {task}, {side}: {what} " in shown
+    assert all(len(part.splitlines()) == 1 + 3 + 2 + 2 for part in shown.split("\n\n"))
+
+
+def test_ours_scores_at_the_widths_it_trains_at(monkeypatch: pytest.MonkeyPatch) -> None:
+    """run_ours hands its knobs' pad_to_multiple to `predict` as well as to `finetune`."""
+    model, examples, targets, _ = _model_and_examples(ft.CLASSIFICATION)
+    data = Data(examples, targets, examples, targets, tok=mock.Mock(pad_id=PAD))
+    cfg = load_params(ROOT / "params.yaml").finetune.train.model_copy(
+        update={"seed": 7, "pad_to_multiple": 8})
+    seen = []
+
+    def finetune(model: TaskModel, x: object, y: object, pad_id: int,
+                 knobs: FinetuneTrainParams) -> object:
+        seen.append(knobs.pad_to_multiple)
+        return mock.Mock(seconds=1.0, startup_seconds=0.5)
+
+    def predict(*args: object) -> np.ndarray:
+        seen.append(args[-1])
+        return np.zeros((len(examples), 2))
+
+    monkeypatch.setattr(ft, "finetune", finetune)
+    monkeypatch.setattr(ft, "predict", predict)
+    ft.run_ours(model, data, cfg, CPU)
+    assert seen == [8, 8]

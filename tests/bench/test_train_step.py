@@ -148,3 +148,28 @@ def test_the_clock_stops_where_the_loop_reads_its_losses(
     assert clock.seconds > 0 and len(clock.losses) == warmup + steps + 1
     if math.gcd(warmup, steps) > 1:
         assert len(loss_reads) < warmup + steps + 1  # not every step
+
+
+def test_each_side_runs_once_untimed_before_rounds_that_rotate(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[str] = []
+
+    def side(name: str, seconds: float) -> train_step.Side:
+        def run(clock: train_step.StepClock | None) -> train_step.StepClock:
+            calls.append(name)
+            done = train_step.StepClock(0, 1)
+            # the untimed run is the slow one: none of the medians may see it
+            done.started, done.finished = 0.0, seconds * (10 if calls.count(name) == 1 else 1)
+            return done
+        return train_step.Side(run, torch.float32, reference=name != "ours")
+
+    monkeypatch.setattr(train_step, "sides", lambda setup, dtype: {
+        "ours": side("ours", 1.0), "transformers float32": side("transformers float32", 2.0)})
+    monkeypatch.setattr(train_step, "measure_peak_flops", lambda *_: 1e11)
+    setup = train_step.make_setup(None, "cpu", "fp32", tiny=True, steps=1, warmup=1)
+    (table,), result = train_step.run(setup, 3, curve_steps=0)
+    ours, theirs = "ours", "transformers float32"
+    assert calls == [ours, theirs, ours, theirs, theirs, ours, ours, theirs]
+    per_run = setup.steps * setup.tokens_per_step
+    assert result["tokens_per_second"] == {ours: [per_run / 1.0] * 3, theirs: [per_run / 2.0] * 3}
+    assert table.notes[0].startswith("median of 3 alternating repetitions (after an untimed")
