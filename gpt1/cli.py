@@ -213,7 +213,10 @@ def predict(
     batch_size: Annotated[int, typer.Option(min=1, help="examples per forward pass")] = 32,
     device: Annotated[str, typer.Option(help="auto (a GPU when there is one) | cpu | cuda | "
                                              "cuda:N")] = "auto",
-    precision: Annotated[str, typer.Option(help="fp32 | bf16 | auto")] = "fp32",
+    precision: Annotated[str, typer.Option(
+        help="fp32 | bf16 (bf16 autocast, faster: on CUDA or a CPU with native bf16, AMX or "
+             "AVX512-BF16; refused on other CPUs) | auto (bf16 where native, else fp32)")
+    ] = "fp32",
 ) -> None:
     """Score a table with a fine-tuned model: its rows with the predicted label and each
     label's probability (the score for regression, the chosen candidate for multiple choice)."""
@@ -222,7 +225,7 @@ def predict(
     with input_errors():
         _outside_pipeline_outputs(out)
         rows = predict_file(model, input, out, input_format, batch_size=batch_size,
-                            device=device, precision=precision)
+                            device=device, precision=precision, native_bf16_only=True)
     typer.echo(f"{out}: {rows:,} rows predicted")
 
 

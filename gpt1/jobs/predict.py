@@ -41,7 +41,7 @@ from gpt1.downstream.tables import (
 from gpt1.downstream.transforms import encode_examples
 from gpt1.errors import InputError
 from gpt1.progress import StepProgress
-from gpt1.training.device import Placement, placement
+from gpt1.training.device import Placement, inference_dtype, placement
 from gpt1.training.finetune_loop import predict
 
 log = logging.getLogger(__name__)
@@ -144,15 +144,19 @@ def _writer(out: Path, fmt: str) -> Iterator[_Writer]:
             writer.close()
 
 
-def _placement(device: str, precision: str) -> Placement:
-    """Where to compute, from the `device` and `precision` named as params.yaml names them."""
+def _placement(device: str, precision: str, native_bf16_only: bool) -> Placement:
+    """Where to compute, from the `device` and `precision` named as params.yaml names them;
+    with `native_bf16_only`, bf16 on a CPU that would emulate it refused (`inference_dtype`)."""
     for option, kind, value in (("device", Device, device), ("precision", Precision, precision)):
         try:
             TypeAdapter(kind).validate_python(value)
         except ValidationError as err:
             message = err.errors()[0]["msg"].removeprefix("Value error, ")
             raise InputError(f"--{option} {value!r}: {message}") from None
-    return placement(device, precision)
+    place = placement(device, precision)
+    if native_bf16_only:
+        return Placement(place.device, inference_dtype(precision, place.device, "--precision"))
+    return place
 
 
 def _row_position(where: str) -> int:
@@ -175,10 +179,14 @@ def _file_length(path: Path, fmt: str) -> int:
 
 def predict_file(model_dir: Path, source: Path, out: Path, source_format: str | None = None,
                  out_format: str | None = None, batch_size: int = 32, device: str = "auto",
-                 precision: str = "fp32", batch_rows: int = BATCH_ROWS) -> int:
+                 precision: str = "fp32", batch_rows: int = BATCH_ROWS,
+                 native_bf16_only: bool = False, cleaner: TextCleaner | None = None) -> int:
     """Write `out`: every row of `source` with the prediction of the fine-tuned model in
     `model_dir`; returns the rows written. Bad input (the model folder, the file, a column, a
-    row) is an InputError naming it, and `out` is left as it was."""
+    row) is an InputError naming it, and `out` is left as it was. With `native_bf16_only`
+    (`gpt1 predict`'s rule), `precision` bf16 on a CPU that would emulate it is bad input.
+    The texts are cleaned by `cleaner`, a `TextCleaner` unless given (one that returns its
+    text for a file cleaned already)."""
     model = load_finetuned(model_dir)
     fmt, out_fmt = table_format(source, source_format), table_format(out, out_format)
     header = table_columns(source, fmt)
@@ -188,11 +196,11 @@ def predict_file(model_dir: Path, source: Path, out: Path, source_format: str | 
         raise InputError(f"{source}: columns {clash} would be overwritten by the prediction "
                          "columns predict writes: rename them")
     columns = input_columns(model.card, header)
-    place = _placement(device, precision)
+    place = _placement(device, precision, native_bf16_only)
     log.info("%s: %s model %r (%s) on %s, predicting %s -> %s", model_dir, model.card.spec.family,
              model.card.task, ", ".join(f"{k}: {v}" for k, v in columns.items()),
              place.device, source, out)
-    rows, cleaner = 0, TextCleaner()
+    rows, cleaner = 0, TextCleaner() if cleaner is None else cleaner
     total = _file_length(source, fmt)
     with _writer(out, out_fmt) as writer, StepProgress(
             "predict", total, log_every=max(total // 20, 1), logger=log) as progress:

@@ -35,12 +35,24 @@ def resolve_dtype(precision: str, device: torch.device) -> torch.dtype:
     return {"fp32": torch.float32, "bf16": torch.bfloat16}[precision]
 
 
+def inference_dtype(precision: str, device: torch.device, option: str = "precision") -> torch.dtype:
+    """`resolve_dtype` for scoring, where bf16 is an opt-in for speed: asked for on a CPU that
+    would emulate it (no AMX or AVX512-BF16: slower than fp32, and less exact) it is an
+    InputError naming `option`; `auto` resolves as `resolve_dtype` does."""
+    if precision == "bf16" and device.type == "cpu" and not cpu_has_native_bf16():
+        raise InputError(f"{option} 'bf16': this CPU has no native bf16 (AMX or AVX512-BF16), "
+                         "so it would be emulated, slower than fp32: use fp32, or auto")
+    return resolve_dtype(precision, device)
+
+
 def resolve_compile(setting: Compile, device: torch.device, shapes_vary: bool = False) -> bool:
     """Whether a training loop runs its step through `torch.compile`: `auto` does on CUDA for a
     step of fixed shapes (pretraining), where the compiled step is faster, and not on the CPU,
     where it measured slower than eager. A step whose shapes vary by batch (`shapes_vary`:
-    fine-tuning, each batch padded to its own longest example) stays eager under `auto`: its
-    dynamic-shape compile takes longer than most tasks' whole fine-tuning eagerly.
+    fine-tuning with each batch padded to its own longest example, `pad_to_multiple` 1) stays
+    eager under `auto`: its dynamic-shape compile takes longer than most tasks' whole
+    fine-tuning eagerly. With widths rounded to a few buckets (`pad_to_multiple: auto` on CUDA)
+    the shapes are few and fixed, and `auto` compiles fine-tuning too.
     Measured: bench/results/findings.md ("Compiling on the CPU: slower than eager with dropout
     in the graph too"; "Fine-tuning on CUDA: eager under `compile: auto`")."""
     if setting == "auto":

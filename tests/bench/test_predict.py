@@ -1,20 +1,26 @@
-"""`python -m bench.predict` at tiny sizes: both sides score the same file, every row's label
-agrees, and it writes its two tables; the reviews file is what a reader of CSV finds in it; the
-row-by-row check fails on a label that is no near tie and on probabilities apart."""
+"""`python -m bench.predict` at tiny sizes: every side scores the same file, every row's label
+agrees, and it writes its two tables; the pipeline's time holds the cleaning; bf16's label
+agreement is the share of rows alike; a bundle prepared here runs with spaCy blocked; the
+reviews file is what a reader of CSV finds in it; the row-by-row check fails on a label that is
+no near tie and on probabilities apart."""
 
 from __future__ import annotations
 
 import csv
 import json
+import os
 import statistics
+import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import torch
 
 from bench import predict
+from gpt1.machine import cpu_has_native_bf16
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -29,27 +35,54 @@ def test_predict_bench_writes_its_tables(tmp_path: Path,
     assert " 1 torch thread; " in printed.split("\n## ")[0]  # the machine line
     speed, memory = result["tables"]
     assert speed["name"] == "predict: 300 reviews, 1 layer x 32, 2 heads, n_ctx 32, vocab 304"
-    assert speed["columns"] == ["side", "rows", "batch size", "torch threads", "rows/s", "ratio"]
-    ours, hf = speed["rows"]
-    assert ours["side"].startswith("ours: gpt1 predict")
-    assert hf["side"].startswith("transformers pipeline('text-classification')")
-    for row in (ours, hf):
-        assert (row["rows"], row["batch size"], row["torch threads"]) == (300, 32, 1)
+    assert speed["columns"] == ["side", "precision", "rows", "batch size", "torch threads",
+                                "rows/s", "ratio", "ratio, same precision", "labels agree",
+                                "target"]
+    bf16 = cpu_has_native_bf16()  # measured here where native (or on CUDA)
+    names = ["ours", "transformers", *(["ours bf16", "transformers bf16"] if bf16 else [])]
+    assert len(speed["rows"]) == len(names)
+    rows = dict(zip(names, speed["rows"], strict=True))
+    ours, hf = rows["ours"], rows["transformers"]
+    assert ours["side"] == "ours: gpt1 predict (read, clean, encode, forward, write)"
+    assert hf["side"] == ("transformers: TextCleaner, then pipeline('text-classification') on "
+                          "the export")
     settings = result["settings"]
     measured = settings["rows_per_second"]
-    assert len(measured["ours"]) == len(measured["transformers"]) == 2
-    assert ours["rows/s"] == pytest.approx(statistics.median(measured["ours"]))
-    assert hf["rows/s"] == pytest.approx(statistics.median(measured["transformers"]))
-    assert ours["ratio"] == pytest.approx(ours["rows/s"] / hf["rows/s"]) and hf["ratio"] == 1.0
+    assert list(measured) == names
+    for name, row in rows.items():
+        assert (row["rows"], row["batch size"], row["torch threads"]) == (300, 32, 1)
+        assert len(measured[name]) == 2
+        assert row["rows/s"] == pytest.approx(statistics.median(measured[name]))
+        assert row["ratio"] == pytest.approx(row["rows/s"] / hf["rows/s"])
+    assert hf["ratio"] == hf["ratio, same precision"] == 1.0 and hf["labels agree"] is None
+    assert (ours["precision"], ours["target"]) == ("fp32", ">= 2x, labels identical")
     # every row's label the same on both sides, probabilities within the tolerance
-    assert settings["disagreements"] == 0
+    assert settings["disagreements"] == 0 and ours["labels agree"] == "100.00%"
     assert 0 <= settings["max_abs_probability_diff"] <= 1e-4
     assert 0 < settings["positive_rows"] < 300  # both labels given: agreeing says something
+    agreement = settings["label_agreement_pct"]
+    assert agreement["ours vs transformers"] == 100.0
+    notes = "\n".join(speed["notes"])
+    assert settings["bf16_measured"] is bf16 and settings["cleaned_beforehand"] is False
+    if bf16:
+        ours_bf16, hf_bf16 = rows["ours bf16"], rows["transformers bf16"]
+        assert ours_bf16["precision"] == hf_bf16["precision"] == "bf16"
+        assert hf_bf16["side"].endswith("on the export under bf16 autocast")
+        assert ours_bf16["ratio, same precision"] == pytest.approx(
+            ours_bf16["rows/s"] / hf_bf16["rows/s"])
+        assert ours_bf16["target"] == ">= 3x, labels >= 99.5%"
+        for name, against in (("ours bf16", "ours"), ("transformers bf16", "transformers")):
+            pct = agreement[f"{name} vs {against}"]
+            assert 99.0 <= pct <= 100.0 and rows[name]["labels agree"] == f"{pct:.2f}%"
+        assert "target: ours bf16 >= 3x the pipeline in fp32 with >= 99.5% of" in notes
+    else:
+        assert "bf16 not measured: no CUDA here" in notes
     padded = settings["padded_per_real_token"]
     assert 1 <= padded["ours"] <= padded["transformers"]
-    notes = "\n".join(speed["notes"])
-    assert "0 of 300 rows differ" in notes and "target: ratio >= 3x (" in notes
-    assert "median of 2 alternating repetitions" in notes
+    assert "0 of 300 rows differ" in notes
+    assert "target: ours fp32 >= 2x the pipeline in fp32 with identical labels (" in notes
+    assert "TextCleaner (ftfy + spaCy: the export reads cleaned text) over the texts" in notes
+    assert "median of 2 alternating repetitions on cpu" in notes
     assert memory["columns"] == ["rows", "input MiB", "peak RSS MiB", "seconds", "ratio"]
     small, large = memory["rows"]
     assert (small["rows"], large["rows"]) == (100, 400)
@@ -61,6 +94,108 @@ def test_predict_bench_writes_its_tables(tmp_path: Path,
                                         "400": large["peak RSS MiB"]}
     assert "target: peak RSS at 400 rows <= 1.2x the peak at 100" in "\n".join(memory["notes"])
     assert "## predict memory: gpt1 predict's peak RSS, 1 layer x 32" in printed
+
+
+class FakePipeline:
+    """A pipeline whose call takes one second of the fake clock and labels every text
+    positive."""
+
+    device = torch.device("cpu")
+
+    def __init__(self, events: list[str], now: list[float]) -> None:
+        self.events, self.now = events, now
+
+    def __call__(self, texts: list[str], **_: object) -> list[list[dict]]:
+        self.events.append(f"classify {texts}")
+        self.now[0] += 1.0
+        return [[{"label": "positive", "score": 0.75}, {"label": "negative", "score": 0.25}]
+                for _ in texts]
+
+
+def test_the_pipeline_s_time_holds_the_cleaning(monkeypatch: pytest.MonkeyPatch) -> None:
+    events: list[str] = []
+    now = [0.0]
+
+    def clock() -> float:
+        events.append("clock")
+        return now[0]
+
+    class SlowCleaner:  # ten seconds of the fake clock a text
+        def __call__(self, text: str, line_breaks: bool = False) -> str:
+            events.append(f"clean {text}")
+            now[0] += 10.0
+            return text.upper()
+
+    monkeypatch.setattr(predict, "TextCleaner", SlowCleaner)
+    monkeypatch.setattr(predict, "time", SimpleNamespace(perf_counter=clock))
+    seconds, scored = predict.theirs(FakePipeline(events, now), ["a", "b"], batch_size=2)
+    assert events == ["clock", "clean a", "clean b", "classify ['A', 'B']", "clock"]
+    assert seconds == 21.0
+    assert scored.labels == ["positive"] * 2
+    np.testing.assert_allclose(scored.probabilities, [[0.25, 0.75]] * 2)
+    # a bundle's texts are cleaned already: handed over as they are, nothing cleaned
+    events.clear()
+    seconds, _ = predict.theirs(FakePipeline(events, now), ["a b"], 2, cleaner=predict.Cleaned)
+    assert events == ["clock", "classify ['a b']", "clock"] and seconds == 1.0
+
+
+def test_label_agreement_is_the_share_of_rows_alike() -> None:
+    fp32 = ["positive", "negative", "negative", "positive", "negative", "positive", "positive",
+            "negative"]
+    bf16 = ["positive", "negative", "positive", "positive", "negative", "positive", "positive",
+            "negative"]  # row 2 flipped: 7 of 8
+    assert predict.agreement(bf16, fp32) == predict.agreement(fp32, bf16) == 87.5
+    assert predict.agreement(fp32, fp32) == 100.0
+    with pytest.raises(ValueError, match="labels of 8 and 7 rows"):
+        predict.agreement(bf16, fp32[:7])
+    with pytest.raises(ValueError, match="labels of 0 and 0 rows"):
+        predict.agreement([], [])
+
+
+SPACY_BLOCKED = """
+import json, sys
+sys.modules["spacy"] = None  # `import spacy` raises ImportError, as on a machine without it
+from bench import predict
+path = predict.main(sys.argv[1:])
+assert sys.modules["spacy"] is None, "spaCy imported"
+assert not [name for name in sys.modules if name.startswith("spacy.")], "spaCy imported"
+print(path)
+"""
+
+
+def test_a_bundle_prepared_here_runs_without_spacy(tmp_path: Path) -> None:
+    bundle = tmp_path / "bundle"
+    assert predict.main(["--tiny", "--rows", "60", "--prepare", str(bundle)]) == bundle
+    assert sorted(p.name for p in bundle.iterdir()) == [
+        "bundle.json", "encoded.parquet", "model", "reviews_cleaned.csv", "tokenizer.json"]
+    with pytest.raises(SystemExit):  # the memory part runs the CLI, which cleans
+        predict.main(["--bundle", str(bundle), "--rss-rows", "100"])
+    done = subprocess.run(
+        [sys.executable, "-c", SPACY_BLOCKED, "--bundle", str(bundle), "--repeats", "1",
+         "--threads", "1", "--out", str(tmp_path)], capture_output=True, text=True,
+        cwd=predict.REPO, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads((tmp_path / "predict.json").read_text())
+    (speed,) = result["tables"]  # no memory part
+    assert speed["name"].startswith("predict: 60 reviews cleaned beforehand (a bundle: neither "
+                                    "side's time holds the cleaning)")
+    assert speed["rows"][0]["side"] == "ours: gpt1 predict (read, encode, forward, write)"
+    assert speed["rows"][1]["side"] == ("transformers: pipeline('text-classification') on the "
+                                        "export")
+    settings = result["settings"]
+    assert settings["cleaned_beforehand"] is True and settings["rows"] == 60
+    assert settings["disagreements"] == 0 and "peak_rss_mib" not in settings
+    assert "the cleaned CSV encodes to the rows encoded there (checked)" in "\n".join(
+        speed["notes"])
+
+
+def test_a_bundle_whose_texts_do_not_encode_to_its_rows_is_refused(tmp_path: Path) -> None:
+    bundle = predict.save_bundle(tmp_path / "bundle", tiny=True, rows=20)
+    inputs = predict.load_bundle(bundle)
+    assert inputs.cleaned and len(inputs.texts) == len(inputs.encoded) == 20
+    predict.write_texts(bundle / predict.BUNDLE_CSV, ["edited", *inputs.texts[1:]])
+    with pytest.raises(ValueError, match=r"its texts do not encode to encoded\.parquet"):
+        predict.load_bundle(bundle)
 
 
 def test_the_reviews_file_reads_back_as_written(tmp_path: Path) -> None:

@@ -1,7 +1,8 @@
 """`gpt1 predict` (gpt1.jobs.predict) over a fine-tuned model folder that stands alone
 (gpt1.downstream.standalone): each family's prediction equals its model run on each example
 alone, laid out as the paper's input transformations restated here; every input format; the
-stage `predict@<task>` when there is nothing to predict; bad input as one line."""
+stage `predict@<task>` when there is nothing to predict; bad input as one line; `--precision
+bf16` only where the CPU computes bf16 natively, and there labelling as fp32 does."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from gpt1.corpus.tokenizer import GPT1Tokenizer, train_bpe
 from gpt1.downstream.families import family_of
 from gpt1.downstream.standalone import load_finetuned, save_finetuned, task_card
 from gpt1.jobs.predict import predict_file
+from gpt1.machine import cpu_has_native_bf16
 from gpt1.model.heads import TaskModel
 from gpt1.model.transformer import GPT1, GPT1Config
 from gpt1.records import write_not_run_table
@@ -276,3 +278,68 @@ def test_the_stage_scores_files_predict_for_every_family(
         assert set(predicted) <= set(entry["labels"])
         assert all(sum(row[f"probability_{label}"] for label in entry["labels"])
                    == pytest.approx(1.0) for row in rows)
+
+
+def refuse_emulated_bf16(monkeypatch: pytest.MonkeyPatch) -> None:
+    """This CPU as one without native bf16, where `inference_dtype` looks it up."""
+    import gpt1.training.device
+
+    monkeypatch.setattr(gpt1.training.device, "cpu_has_native_bf16", lambda: False)
+
+
+def test_bf16_is_refused_where_the_cpu_would_emulate_it(
+        tmp_path: Path, tokenizer_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = make_model(tmp_path / "model", spec("classification", ["neg", "pos"],
+                                                 {"text": "review"}), tokenizer_file, 7)
+    source = write_csv(tmp_path / "in.csv", "id,review\n1,fine\n")
+    refuse_emulated_bf16(monkeypatch)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    result = cli("--model", str(folder), "--input", str(source), "--out",
+                 str(tmp_path / "out.csv"), "--device", "cpu", "--precision", "bf16")
+    assert result.exit_code == 2, result.output
+    assert result.output.count("\n") == 1
+    assert result.output.startswith("error: --precision 'bf16': this CPU has no native bf16")
+    assert sorted(p.name for p in tmp_path.iterdir()) == before  # nothing written
+    # auto resolves as before there (fp32), and fp32 is fp32
+    for precision in ("auto", "fp32"):
+        result = cli("--model", str(folder), "--input", str(source), "--out",
+                     str(tmp_path / "out.csv"), "--device", "cpu", "--precision", precision)
+        assert result.exit_code == 0, result.output
+    # the stage's precision is fine-tuning's, which computes bf16 wherever asked: not refused
+    assert predict_file(folder, source, tmp_path / "stage.csv", device="cpu",
+                        precision="bf16") == 1
+
+
+def test_inference_dtype_refuses_only_emulated_bf16(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpt1.errors import InputError
+    from gpt1.training.device import inference_dtype
+
+    cpu, cuda = torch.device("cpu"), torch.device("cuda")
+    refuse_emulated_bf16(monkeypatch)
+    with pytest.raises(InputError, match=r"^--precision 'bf16': this CPU has no native bf16"):
+        inference_dtype("bf16", cpu, "--precision")
+    assert inference_dtype("auto", cpu) == inference_dtype("fp32", cpu) == torch.float32
+    assert inference_dtype("bf16", cuda) == inference_dtype("auto", cuda) == torch.bfloat16
+    import gpt1.training.device
+
+    monkeypatch.setattr(gpt1.training.device, "cpu_has_native_bf16", lambda: True)
+    assert inference_dtype("bf16", cpu) == inference_dtype("auto", cpu) == torch.bfloat16
+
+
+@pytest.mark.skipif(not cpu_has_native_bf16(), reason="this CPU has no native bf16")
+def test_bf16_on_a_native_cpu_labels_as_fp32(tmp_path: Path, tokenizer_file: Path) -> None:
+    folder = make_model(tmp_path / "model", spec("classification", ["neg", "pos"],
+                                                 {"text": "review"}), tokenizer_file, 8)
+    source = tmp_path / "in.parquet"
+    pq.write_table(pa.table({"review": REVIEWS * 4}), source)
+    scored = {}
+    for precision in ("fp32", "bf16"):
+        out = tmp_path / f"{precision}.parquet"
+        result = cli("--model", str(folder), "--input", str(source), "--out", str(out),
+                     "--device", "cpu", "--precision", precision)
+        assert result.exit_code == 0, result.output
+        scored[precision] = pq.read_table(out)
+    fp32, bf16 = scored["fp32"], scored["bf16"]
+    assert bf16.column("prediction").to_pylist() == fp32.column("prediction").to_pylist()
+    np.testing.assert_allclose(bf16.column("probability_pos").to_numpy(),
+                               fp32.column("probability_pos").to_numpy(), atol=0.03)
