@@ -23,8 +23,8 @@ from transformers import OpenAIGPTConfig, OpenAIGPTLMHeadModel
 from bench.common import Table, alternate, median, parser, publish
 from gpt1.config import ModelParams, load_params
 from gpt1.interop.hf import to_hf_config, to_hf_state_dict
-from gpt1.model.generate import sample
-from gpt1.model.transformer import GPT1, GPT1Config, KVCache
+from gpt1.model.generate import sample, token_logits
+from gpt1.model.transformer import GPT1, GPT1Config
 from gpt1.presets.edit import load_preset
 from gpt1.training.device import resolve_device
 
@@ -68,13 +68,12 @@ def transformers_model(model: GPT1) -> OpenAIGPTLMHeadModel:
 
 @torch.no_grad()
 def cached_logits(model: GPT1, prompt: list[int], ids: list[int]) -> torch.Tensor:
-    """Our fp32 logits (len(ids), V) of each of `ids` given the tokens before it, computed as
-    `sample` computes them: the prompt through a fresh `KVCache`, then one token a step."""
-    device = next(model.parameters()).device
-    cache = KVCache(model.config.n_layer, model.config.n_ctx)
-    steps = [prompt, *([token] for token in ids[:-1])]
-    return torch.stack([model.lm_logits(model(torch.tensor([step], device=device), cache)[:, -1])
-                        .float()[0] for step in steps])
+    """Our fp32 logits (len(ids), V) of each of `ids` given the tokens before it, computed by
+    what `sample` computes them with (`token_logits`): the prompt into a static KV cache, then
+    one token a decode step (compiled on CUDA, as in `sample`)."""
+    tokens = torch.tensor(prompt + ids, device=next(model.parameters()).device)
+    # each copied before the next step, which on CUDA overwrites the graph's output
+    return torch.stack([logits.clone() for logits in token_logits(model, tokens, len(prompt))])
 
 
 @torch.no_grad()
@@ -199,8 +198,9 @@ def run(cfg: GPT1Config, prompt_tokens: int, new_tokens: int, device: torch.devi
         return agreed_steps(ids, agreement.ids, agreement.near_ties)
 
     hf_agreed = check(theirs())
+    # warmed up again outside full_fp32: on CUDA, TF32 on or off is a new compile of our step
     tok_s = alternate({"ours": lambda: timed(ours, check),
-                       "transformers": lambda: timed(theirs, check)}, repeats)
+                       "transformers": lambda: timed(theirs, check)}, repeats, warmup=True)
     ours_med, hf_med = median(tok_s["ours"]), median(tok_s["transformers"])
     table = Table("generate", ["model", "dtype", "new tokens/s", "ratio"])
     table.add(model="ours: sample, KV cache", dtype="float32",

@@ -7,7 +7,8 @@ residuals, and N(0, 0.02) initialisation. Parameter names follow HuggingFace's `
 `Conv1D` stores (in, out).
 
 For inference, a `KVCache` keeps each layer's keys and values, so that a forward pass computes
-only the tokens it is given (generation: one new token per step).
+only the tokens it is given (generation: one new token per step, a decode step of constant shapes
+at a position held on the device, `KVCache.at`).
 """
 
 from __future__ import annotations
@@ -74,11 +75,15 @@ def _causal_attention_with_dropout(q: torch.Tensor, k: torch.Tensor, v: torch.Te
 
 class KVCache:
     """Each layer's keys and values of the tokens already seen, in `slots` positions allocated
-    on first use in the dtype the layer computes in (autocast's where it is on). Inference only:
-    a forward pass given the cache attends over it without dropout, and appends its tokens.
+    (zeroed) on first use in the dtype the layer computes in (autocast's where it is on).
+    Inference only: a forward pass given the cache attends over it without dropout, and appends
+    its tokens.
 
     Rows of a batch may hold prefixes of different lengths, right-padded: `mark_padding` marks
-    the padding, which the tokens added after it neither attend to nor count as positions."""
+    the padding, which the tokens added after it neither attend to nor count as positions.
+
+    A forward pass sees the slots filled so far, a Python int; a decode step (`at`) sees them all
+    instead, at a position held on the device: the same shapes every token, no host sync."""
 
     def __init__(self, n_layer: int, slots: int) -> None:
         self.slots = slots
@@ -102,6 +107,13 @@ class KVCache:
             lengths, end = self.padding
             self.padding = (lengths.repeat_interleave(counts), end)
 
+    def at(self, position: torch.Tensor) -> KVCache:
+        """This cache as a decode step sees it: one new token a row, at slot `position` (a device
+        tensor (1,)), attending over every slot with those past it masked out. Its keys and
+        values are written into this cache's tensors (which a forward pass allocated); `length`
+        stays the caller's to keep."""
+        return _DecodeStep(self, position)
+
     def positions(self, t: int, device: torch.device) -> torch.Tensor:
         """The positions of `t` new tokens: (t,), or (B, t) where rows have padding."""
         positions = torch.arange(self.length, self.length + t, device=device)
@@ -117,8 +129,9 @@ class KVCache:
         t, end = q.shape[-2], self.length + q.shape[-2]
         kv = self.layers[layer]
         if kv is None:
+            # zeroed: a decode step weighs the slots not yet written by 0, and 0 x NaN is NaN
             shape = (*k.shape[:2], self.slots, k.shape[-1])
-            kv = self.layers[layer] = (k.new_empty(shape), v.new_empty(shape))
+            kv = self.layers[layer] = (k.new_zeros(shape), v.new_zeros(shape))
         keys, values = kv
         keys[:, :, self.length:end] = k
         values[:, :, self.length:end] = v
@@ -138,6 +151,31 @@ class KVCache:
             return visible
         lengths, end = self.padding
         return visible & ((slots < lengths[:, None, None, None]) | (slots >= end))  # (B,1,t,S)
+
+
+class _DecodeStep(KVCache):
+    """`KVCache.at`: a cache's tensors, its every slot seen by one token a row at `position`.
+    Nothing in it follows the position as a Python int, which CUDA graphs would record as
+    constants: the token's keys and values are written at the position by `index_copy_`, and
+    its attention mask is computed from it on the device."""
+
+    def __init__(self, cache: KVCache, position: torch.Tensor) -> None:
+        if cache.padding is not None or any(kv is None for kv in cache.layers):
+            raise ValueError("a decode step needs a cache that a forward pass filled, unpadded")
+        super().__init__(len(cache.layers), cache.slots)
+        self.layers = cache.layers
+        self.position = position
+        self.visible = torch.arange(cache.slots, device=position.device) <= position[:, None]
+
+    def positions(self, t: int, device: torch.device) -> torch.Tensor:
+        return self.position
+
+    def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor,
+               v: torch.Tensor) -> torch.Tensor:
+        keys, values = self.layers[layer]
+        keys.index_copy_(2, self.position, k)
+        values.index_copy_(2, self.position, v)
+        return F.scaled_dot_product_attention(q, keys, values, attn_mask=self.visible)
 
 
 class CausalSelfAttention(nn.Module):
@@ -212,21 +250,33 @@ class GPT1(Trunk):
         if isinstance(module, nn.Linear) and module.bias is not None:
             nn.init.zeros_(module.bias)
 
-    def forward(self, input_ids: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
+    def forward(self, input_ids: torch.Tensor, cache: KVCache | None = None,
+                position: torch.Tensor | None = None) -> torch.Tensor:
         """Hidden states of `input_ids`; given a cache, of the tokens that follow its own, whose
-        keys and values it gains."""
+        keys and values it gains. Given a `position` too (a device tensor (1,)), a decode step:
+        `input_ids` (B, 1) at that position, through `cache.at(position)`; the cache's `length`
+        and n_ctx are then the caller's to keep (checking them would read the device)."""
+        if cache is not None and self.training:
+            raise ValueError("a KV cache is for inference: call model.eval() first")
+        if position is not None:
+            if cache is None:
+                raise ValueError("a decode step's position needs the KV cache it writes to")
+            return self._hidden(input_ids, cache.at(position))
         t, start = input_ids.shape[1], 0 if cache is None else cache.length
         if start + t > self.config.n_ctx:
             raise ValueError(f"sequence length {start + t} exceeds n_ctx {self.config.n_ctx}")
-        if cache is not None and self.training:
-            raise ValueError("a KV cache is for inference: call model.eval() first")
+        x = self._hidden(input_ids, cache)
+        if cache is not None:
+            cache.length += t
+        return x
+
+    def _hidden(self, input_ids: torch.Tensor, cache: KVCache | None) -> torch.Tensor:
+        t = input_ids.shape[1]
         positions = (torch.arange(t, device=input_ids.device) if cache is None
                      else cache.positions(t, input_ids.device))
         x = self.drop(self.tokens_embed(input_ids) + self.positions_embed(positions))
         for layer, block in enumerate(self.h):
             x = block(x, cache, layer)
-        if cache is not None:
-            cache.length += t
         return x
 
     @property

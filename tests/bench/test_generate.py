@@ -76,9 +76,10 @@ def test_one_wrong_weight_fails_the_check() -> None:
 def test_a_cache_that_misplaces_new_tokens_fails_the_check(
         monkeypatch: pytest.MonkeyPatch) -> None:
     model, hf, prompt = tiny_pair()
-    # every token after the prompt at position 0: the prompt's step is right, the next is not
-    monkeypatch.setattr(KVCache, "positions",
-                        lambda self, t, device: torch.arange(t, device=device))
+    # every decode step at position 0 (its position embedding, its slot of the cache, what it
+    # attends to): the prompt's step is right, the next is not
+    at = KVCache.at
+    monkeypatch.setattr(KVCache, "at", lambda self, position: at(self, torch.zeros_like(position)))
     with pytest.raises(AssertionError, match=LOGITS_DIFFER.format(1)):
         generate.verify(model, hf, prompt, generate.TINY_NEW_TOKENS)
 

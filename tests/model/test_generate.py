@@ -4,17 +4,21 @@ and the sample lm_eval writes from its prompt.
 The KV cache: cached forward passes equal full ones, `sample` generates what generation
 recomputed from scratch would (transformers' own `generate` within n_ctx, a plain windowed loop
 past it), and multiple-choice scoring that reuses a context's keys and values scores as pair by
-pair scoring does."""
+pair scoring does. Decode steps over the static cache neither wait for the device nor copy to
+it, keep their shapes, and compile (on CUDA) once per model."""
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 from typer.testing import CliRunner
 
 from bench.generate import transformers_model
@@ -29,6 +33,7 @@ from gpt1.downstream.zero_shot_heuristics import (
     continuation_logprobs,
 )
 from gpt1.errors import InputError
+from gpt1.model import generate
 from gpt1.model.generate import sample, sample_text
 from gpt1.model.registry import save_model
 from gpt1.model.transformer import GPT1, GPT1Config, KVCache
@@ -58,6 +63,7 @@ def test_same_seed_same_text_and_length() -> None:
     assert sample(model, [1, 2, 3], 12, temperature=1.0, top_k=None, seed=7) == first
     others = {tuple(sample(model, [1, 2, 3], 12, temperature=1.0, seed=s)) for s in range(5)}
     assert len(others) > 1  # the seed matters
+    assert sample(model, [1, 2, 3], 0) == []
 
 
 def test_temperature_zero_and_top1_are_greedy_even_past_n_ctx() -> None:
@@ -252,6 +258,122 @@ def test_greedy_past_n_ctx_equals_recomputing_the_window() -> None:
     expected = windowed_greedy(model, prompt, 15)[len(prompt):]
     assert sample(model, prompt, 15, temperature=0.0) == expected
     assert len(set(expected)) > 2  # not one token repeated
+
+
+@pytest.mark.parametrize("prompt_length", [70, 100])
+def test_greedy_over_several_read_outs_and_past_n_ctx_equals_recomputing_the_window(
+        prompt_length: int) -> None:
+    """More new ids than two read-outs take, past n_ctx (96): from a prompt the cache holds, or
+    one longer than n_ctx, which only the window sees."""
+    model = varied_model(n_ctx=96)
+    prompt, new = random_ids(prompt_length), 2 * generate.READ_OUT + 10
+    expected = windowed_greedy(model, prompt, new)[len(prompt):]
+    assert sample(model, prompt, new, temperature=0.0) == expected
+    assert len(set(expected)) > 5
+
+
+aten = torch.ops.aten
+SYNCS = {aten._local_scalar_dense, aten.nonzero, aten.masked_select}  # the host waits on these
+FROM_PYTHON = {aten.lift_fresh, aten.lift_fresh_copy}  # torch.tensor(data): a copy in, on CUDA
+
+
+@dataclass
+class Step:
+    """The ops of one token's step: what reads the device back, what brings Python data to it,
+    and the shapes attention sees (its tensors', its mask's), layer after layer."""
+
+    syncs: list[str] = field(default_factory=list)
+    from_python: int = 0
+    attention: list[tuple[tuple[int, ...], ...]] = field(default_factory=list)
+
+
+class StepOps(TorchDispatchMode):
+    """Each op `sample` runs (greedy), in the step of the token it leads to: a step ends as its
+    token is chosen (`aten.argmax`). The first step is the prompt's; the last, the read-out's."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.steps = [Step()]
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (),
+                           kwargs: dict | None = None) -> Any:
+        kwargs = kwargs or {}
+        step, op = self.steps[-1], func.overloadpacket
+        if op in SYNCS or (op is aten.index and any(i is not None and i.dtype == torch.bool
+                                                    for i in args[1])):  # sized by the data
+            step.syncs.append(str(op))
+        step.from_python += op in FROM_PYTHON
+        if "scaled_dot_product" in str(op):
+            step.attention.append(tuple(tuple(t.shape) for t in [*args, *kwargs.values()]
+                                        if isinstance(t, torch.Tensor)))
+        if op is aten.argmax:
+            self.steps.append(Step())
+        return func(*args, **kwargs)
+
+
+@pytest.mark.parametrize("temperature", [0.0, 0.8])
+def test_decode_steps_neither_wait_for_the_device_nor_copy_to_it_and_keep_their_shapes(
+        monkeypatch: pytest.MonkeyPatch, temperature: float) -> None:
+    """After the prompt's step, no token's step syncs with the device or brings it Python data
+    (the read-outs, every 4 tokens here, are `tolist`, which dispatches nothing on the CPU), and
+    attention sees the same shapes at every decode step (all the cache's slots), then at every
+    step of the sliding window; greedy, or drawn (top-k) as before the cache."""
+    monkeypatch.setattr(generate, "READ_OUT", 4)
+    model = varied_model(n_ctx=8)
+    prompt, new = random_ids(3), 12  # the prompt, 5 decode steps, 6 of the window
+    with StepOps() as ops:
+        ids = sample(model, prompt, new, temperature=temperature, top_k=10, seed=2)
+    expected = (windowed_greedy(model, prompt, new)[len(prompt):] if temperature == 0 else
+                previous_sample(model, prompt, new, temperature, top_k=10, seed=2))
+    assert ids == expected
+    assert len(ops.steps) == new + 1
+    assert ops.steps[0].from_python == 1  # the prompt
+    for step in ops.steps[1:]:
+        assert step.syncs == [] and step.from_python == 0
+    decode, window = ops.steps[1:6], ops.steps[6:new]
+    shapes = {tuple(step.attention) for step in decode}
+    assert len(shapes) == 1 and len(decode[0].attention) == model.config.n_layer
+    _, keys, _, mask = decode[0].attention[0]
+    assert keys[2] == mask[-1] == 8  # every slot: n_ctx here
+    assert len({tuple(step.attention) for step in window}) == 1
+
+
+def test_on_cuda_the_decode_step_is_one_graph_compiled_once_per_model(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """What `sample` compiles on CUDA, traced here on the CPU into a graph that counts itself:
+    the decode step whole (fullgraph) in CUDA graphs' mode, once per model and shapes, over
+    cache tensors marked static that later runs of those shapes reuse. Its ids are eager's."""
+    import torch._dynamo
+
+    prompt, new = random_ids(5), 10
+    model, other = varied_model(n_ctx=32), varied_model(n_ctx=32)
+    runs = [{"max_new_tokens": new, "temperature": 0.0},
+            {"max_new_tokens": new, "temperature": 0.8, "top_k": 10, "seed": 1}]
+    eager = [sample(model, prompt, **run) for run in runs]
+    longer = sample(model, prompt, new + 3, temperature=0.0)
+    compiles, graphs, marked = [], [], []
+    compile_, mark = torch.compile, torch._dynamo.mark_static_address
+
+    def counted(fn: Callable, *, mode: str, fullgraph: bool) -> Callable:
+        compiles.append((mode, fullgraph))
+        return compile_(fn, fullgraph=fullgraph,
+                        backend=lambda gm, inputs: graphs.append(gm) or gm.forward)
+
+    monkeypatch.setattr(generate, "_compiles", lambda device: True)
+    monkeypatch.setattr(torch, "compile", counted)
+    monkeypatch.setattr(torch._dynamo, "mark_static_address",
+                        lambda t: marked.append(tuple(t.shape)) or mark(t))
+    torch._dynamo.reset()
+    try:
+        for net in (model, model, other):
+            assert [sample(net, prompt, **run) for run in runs] == eager
+        assert compiles == [("reduce-overhead", True)] * 2  # one a model
+        assert len(graphs) == 2  # none for later runs, nor for a model's later steps
+        assert marked == [(1, 4, 5 + new, 8)] * 2 * (2 * model.config.n_layer)  # first runs'
+        assert sample(model, prompt, new + 3, temperature=0.0) == longer
+        assert len(graphs) == 3 and marked[-1] == (1, 4, 5 + new + 3, 8)
+    finally:
+        torch._dynamo.reset()
 
 
 @torch.no_grad()
