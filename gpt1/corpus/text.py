@@ -150,7 +150,11 @@ class TextCleaner:
         chars = np.frombuffer(f"\0{text}\0".encode("utf-32-le", "surrogatepass"), np.uint32)
         spaces = np.flatnonzero(chars == 32)  # the k-th separates words[k] and words[k + 1]
         pairs = chars[spaces - 1].astype(np.int64) << 21 | chars[spaces + 1]
-        joins = np.flatnonzero(np.isin(pairs, self._join_pairs))
+        # the sorted pairs looked up by bisection: np.isin sorts both arrays anew at every call,
+        # most of this function's time on a review-sized text
+        known = self._join_pairs
+        at = np.minimum(np.searchsorted(known, pairs), len(known) - 1)
+        joins = np.flatnonzero(known[at] == pairs)
         spans: list[str] = []
         done = 0  # words[:done] are in spans
         for k in joins.tolist():
