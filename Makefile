@@ -16,6 +16,7 @@ install-dev:
 # Install, then run the whole DAG on the bundled sample (or whatever params.yaml says); end on
 # the report's headline table and where the report is.
 pipeline: install
+	$(BIN)/gpt1 dag
 	$(BIN)/dvc repro
 	@cat reports/headline.txt
 	@echo "report: $(CURDIR)/reports/index.html (markdown: $(CURDIR)/reports/summary.md)"
@@ -31,6 +32,6 @@ test: install-dev
 
 # Every benchmark, one after another (they measure the machine: run nothing else meanwhile);
 # tables print and land in bench/results/<name>.json. The full sizes need ../shared/data.
-BENCHES := train_step preprocess memory finetune finetune_transformers generate tokenizer loader corpus predict
+BENCHES := train_step preprocess memory finetune finetune_transformers generate tokenizer loader corpus predict dag
 bench: install-dev
 	for b in $(BENCHES); do $(BIN)/python -m bench.$$b || exit 1; done

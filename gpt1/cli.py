@@ -25,6 +25,33 @@ def _root() -> None:
     """GPT-1 pretraining and fine-tuning pipeline (run stages with `dvc repro`)."""
 
 
+def _refresh_dag(params: Path) -> None:
+    """Write dag.yaml anew beside a pipeline's params.yaml just edited: the stages DVC declares
+    follow params at once (gpt1.dag)."""
+    from gpt1 import dag
+    from gpt1.config import load_params
+
+    if params.name == "params.yaml" and (params.parent / "dvc.yaml").is_file():
+        dag.write(params.parent, load_params(params))
+
+
+@app.command("dag")
+def write_dag(
+    params: Annotated[Path, typer.Option(help="the pipeline's params file")] = Path("params.yaml"),
+) -> None:
+    """Write dag.yaml: the per-task stages params.yaml asks for, which dvc.yaml declares (make
+    pipeline, the flows, gpt1 set, preset and task add do this themselves)."""
+    from gpt1 import dag
+    from gpt1.config import load_params
+
+    with input_errors():
+        loaded = load_params(params)
+        changed = dag.write(params.parent, loaded)
+        stages = dag.resolve(loaded, params.parent).stages()
+    typer.echo(f"{params.parent / dag.DAG_FILE}: {'written' if changed else 'up to date'}; "
+               f"{len(stages)} stages: {', '.join(stages)}")
+
+
 @app.command()
 def preset(
     name: Annotated[str, typer.Argument(help=f"one of {available()}")],
@@ -33,6 +60,7 @@ def preset(
     """Overlay a preset's size and training knobs onto params.yaml (comments are kept)."""
     with input_errors():
         apply_preset(name, params)
+        _refresh_dag(params)
     typer.echo(f"{params}: preset {name!r} applied")
 
 
@@ -44,6 +72,7 @@ def set_params(
     """Set params.yaml keys (values are YAML), validated before anything is written."""
     with input_errors():
         set_keys(params, parse_assignments(assignments))
+        _refresh_dag(params)
     typer.echo(f"{params}: set {', '.join(assignments)}")
 
 
@@ -348,6 +377,7 @@ def task_add(
             scores=parse_scores(scores) if scores is not None else None,
             title=title, holdout=holdout)
         entry = add_task(params, spec, force)
+        _refresh_dag(params)
     typer.echo(f"# {params}: tasks.{name}")
     typer.echo(task_yaml(name, entry), nl=False)
 

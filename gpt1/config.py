@@ -590,8 +590,8 @@ class ZeroShotParams(Section):
 
 
 class LSTMParams(Section):
-    """The recurrent control of Table 5, pretrained by stage `pretrain_lstm` with the pretrain
-    knobs, on the same shards for the same number of tokens."""
+    """The recurrent control of Table 5, pretrained by stage `pretrain_control@lstm` with the
+    pretrain knobs, on the same shards for the same number of tokens."""
 
     n_embd: Int | None = Field(gt=0)  # units; None: the most within the Transformer's parameters
     lr: Real | None = Field(gt=0)  # None: pretrain.lr
@@ -730,9 +730,13 @@ def parse_params(raw: object, path: Path = DEFAULT_PARAMS) -> Params:
 def read_yaml(text: str) -> Any:
     """Parse YAML as DVC parses params.yaml and dvc.yaml: YAML 1.2 (`yes`, `off` are strings,
     `1e-3` a float) by ruamel.yaml's safe loader, into plain dicts, lists and scalars. A key
-    given twice in a mapping is an error (a `YAMLError`), as it is to DVC. The pure-Python
-    loader: its errors name what was expected and found, the C one's not always."""
-    return YAML(typ="safe", pure=True).load(text)
+    given twice in a mapping is an error (a `YAMLError`), as it is to DVC. Parsed by the C
+    parser where ruamel.yaml.clib is there (as DVC parses; five times as fast); text it refuses
+    is parsed again by the pure-Python one, whose errors name what was expected and found."""
+    try:
+        return YAML(typ="safe").load(text)
+    except YAMLError:
+        return YAML(typ="safe", pure=True).load(text)
 
 
 def yaml_problem(err: YAMLError) -> str:

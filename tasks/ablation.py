@@ -6,7 +6,7 @@ the same seeds, data and budget. The metrics file holds each train size's figure
 - full: the pretrained Transformer, with the auxiliary LM loss at `finetune.train.lm_coef`;
 - no_pretrain: the same architecture from a fresh initialisation seeded by the run's seed;
 - no_aux: the pretrained Transformer with λ = 0;
-- lstm: the LSTM that stage `pretrain_lstm` pretrained, fine-tuned as the Transformer is.
+- lstm: the LSTM that stage `pretrain_control@lstm` pretrained, fine-tuned as the Transformer is.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def run(params: Params, variant: str, task: str) -> None:
     if variant not in get_args(Variant):
         raise InputError(f"variant {variant!r}: expected one of {list(get_args(Variant))}")
     out = ABLATION_METRICS / variant / f"{task}.json"
-    lstm = not_run_reason(PRETRAIN_LSTM_DIR, "pretrain_lstm") if variant == "lstm" else None
+    lstm = not_run_reason(PRETRAIN_LSTM_DIR, "pretrain_control@lstm") if variant == "lstm" else None
     if lstm is not None and task in params.analysis.ablation.tasks:
         reason = f"the LSTM was not pretrained ({lstm})"
         record_not_run(reason, metrics=out, variant=variant, task=task)

@@ -5,6 +5,7 @@ from pathlib import Path
 
 from gpt1.config import SHARDS_FOLDER
 
+CODE_DIR = Path("artifacts/code")  # <driver>.json: the code each stage driver runs, fingerprinted
 RAW_CORPUS = Path("data/raw/corpus")
 RAW_TASKS = Path("data/raw/tasks")
 CLEAN_DIR = Path("data/clean")
@@ -24,6 +25,7 @@ REPORT = Path("reports/summary.md")
 REPORT_HTML = Path("reports/index.html")
 REPORT_HEADLINE = Path("reports/headline.txt")  # what `make pipeline` prints at its end
 REPORT_PLOTS = Path("reports/plots")
+REPORT_RECORD = Path("reports/record.json")  # the report's stage record (tasks.stage.record_path)
 # each stage's record of its last successful run (tasks.stage): <stage>.json, or
 # <stage>/<key>.json for one of a foreach or matrix stage
 STAGE_RECORDS = Path("metrics/stages")

@@ -1,6 +1,6 @@
-"""Stages `pretrain` and `pretrain_lstm`: language-model pretraining on the token shards, of GPT-1
-and of the paper's recurrent control (`--trunk lstm`, Table 5), each with its own outputs
-(`gpt1.jobs.pretrain` does the work)."""
+"""Stages `pretrain` and `pretrain_control@lstm`: language-model pretraining on the token
+shards, of GPT-1 and of the paper's recurrent control (`--trunk lstm`, Table 5), each with its
+own outputs (`gpt1.jobs.pretrain` does the work)."""
 
 from __future__ import annotations
 
@@ -72,7 +72,7 @@ def run(params: Params, trunk: str = "gpt1") -> None:
 
 def _trunk_arg(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--trunk", choices=sorted(OUTPUTS), default="gpt1",
-                        help="gpt1 (stage pretrain) or lstm (stage pretrain_lstm)")
+                        help="gpt1 (stage pretrain) or lstm (stage pretrain_control@lstm)")
 
 
 if __name__ == "__main__":

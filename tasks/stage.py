@@ -19,6 +19,8 @@ from ruamel.yaml import YAMLError
 
 from gpt1.atomic import sweep_stale, write_text
 from gpt1.config import Params, ParamsError, load_params, read_yaml, yaml_error
+from gpt1.dag import DAG_FILE
+from gpt1.dag import check as check_dag
 from gpt1.errors import InputError, describe, is_input_error
 from gpt1.records import STATUS_FILE, TaskStatus, read_record, record_not_run
 from tasks.params_guard import (
@@ -28,7 +30,7 @@ from tasks.params_guard import (
     read_files,
     watch_lock,
 )
-from tasks.paths import RAW_TASKS, STAGE_RECORDS
+from tasks.paths import RAW_TASKS, REPORT_RECORD, STAGE_RECORDS
 
 log = logging.getLogger(__name__)
 
@@ -85,8 +87,11 @@ def ingested_rows(name: str, listed: Collection[str], key: str, metrics: Path,
 
 def record_path(address: str) -> Path:
     """Where the record of the stage at `address` lies: `metrics/stages/<stage>.json`, or
-    `metrics/stages/<stage>/<key>.json` for one of a foreach or matrix stage (`finetune@sst2`),
-    so that the report can depend on each group's folder (dvc.yaml declares the same paths)."""
+    `metrics/stages/<stage>/<key>.json` for one of a foreach or matrix stage (`finetune@sst2`);
+    the report's own beside its pages, as it depends on all of metrics/ (dvc.yaml declares the
+    same paths)."""
+    if address == "report":
+        return REPORT_RECORD
     name, _, key = address.partition("@")
     return STAGE_RECORDS / (f"{name}/{key}.json" if key else f"{name}.json")
 
@@ -166,6 +171,13 @@ def check_yaml(root: Path, names: list[str], note: str = "") -> None:
         _yaml(root, name, note)
 
 
+def _reads_dag(root: Path) -> bool:
+    """Whether `root`'s dvc.yaml declares its per-task stages from dag.yaml (gpt1.dag)."""
+    raw = _yaml(root, "dvc.yaml")
+    listed = raw.get("vars") if isinstance(raw, dict) else None
+    return isinstance(listed, list) and DAG_FILE.as_posix() in listed
+
+
 def output_folders(root: Path) -> list[Path]:
     """The folders under `root` that the outputs of its dvc.yaml's stages lie in (where their
     writers leave temporaries), and that of the verdicts; `${...}` matches any name there.
@@ -235,6 +247,8 @@ def main(name: str, run: Callable[..., None], argv: list[str] | None = None,
             at_start = read_files(root, names)
             user_files = _contents(root, ["dvc.yaml", *names])
         params = load_params(params_path)
+        if root and _reads_dag(root):  # DVC declared the stages from dag.yaml: params' own?
+            check_dag(root, params)
         run(params, **args)
         if root and address:
             if _contents(root, ["dvc.yaml", *names]) != user_files:  # else checked at the start

@@ -24,6 +24,7 @@ from filelock import FileLock
 
 from bench.common import DATA as SHARED_DATA
 from flows.serve import SERVER_PID, start_server
+from gpt1 import dag
 from gpt1.config import Params, ServerParams, read_yaml
 from gpt1.presets.edit import ANALYSIS_TASKS, set_keys, update_params
 from gpt1.training.step import StepLoss, TrainStep
@@ -218,8 +219,10 @@ def dvc(*args: str, cwd: Path, check: bool = True) -> subprocess.CompletedProces
 
 def edit_params(repo: Path, **changes: object) -> None:
     """Set dotted keys of the copy's params.yaml (`**{"finetune.train.lr": 0.1}`), each whole,
-    as `gpt1 set` does: a mapping given replaces the key's mapping."""
+    as `gpt1 set` does: a mapping given replaces the key's mapping; and dag.yaml after it, as
+    `gpt1 set` writes it."""
     set_keys(repo / "params.yaml", changes)
+    dag.write(repo)
 
 
 def copy_repo(dest: Path) -> Path:
@@ -258,8 +261,10 @@ E2E_ANALYSIS = {
 
 # The registry's tasks the end-to-end runs keep: those whose data ../shared/data holds, and two
 # it lacks (QNLI, fine-tuned and ablated; RACE, scored zero-shot), which `finetune.tasks: all`
-# must list as not run. Each of the four other absent tasks would only add a stage that records
-# "not run", at a few seconds of `dvc repro` each.
+# must leave out of the DAG (no stage of theirs exists: gpt1.dag) and the report must list as
+# not run, with why. The four other absent tasks would only repeat that, a line of the report
+# each. The DAG they make: 28 stages (code .. tokenize, pretrain and its LSTM control, six
+# fine-tunes, lm_eval, eight Table 5 cells, two transfers, three zero-shots, the report).
 E2E_TASKS = ["cola", "sst2", "qnli", "rte", "mrpc", "stsb", "story_cloze", "race"]
 
 
@@ -288,17 +293,18 @@ def tiny_repo(tmp_path: Path, shared_data: Path) -> Path:
 
 
 def keep_only_tasks(repo: Path, tasks: list[str]) -> None:
-    """Cut the copy's task registry, and so its `finetune@<task>` stages, to `tasks`, and
-    fine-tune each: a test of a few tasks skips the stages of the others (a `dvc repro` of a few
-    seconds each, even with nothing to do). The analyses must name none of the others by then."""
+    """Cut the copy's task registry to `tasks`, and fine-tune each: `finetune@<task>` stages
+    for those alone (gpt1.dag), and no line of the report about the others. The analyses must
+    name none of the others by then."""
     registry = read_yaml((repo / "params.yaml").read_text(encoding="utf-8"))["tasks"]
     edit_params(repo, **{"tasks": {task: registry[task] for task in tasks},
                          "finetune.tasks": list(tasks)})
 
 
 def only_sst2(repo: Path) -> None:
-    """Cut the tiny DAG to SST-2 alone (11 stages, not 40), for a test of the plumbing around
-    the stages rather than of the stages: each stage costs a `dvc repro` of a few seconds."""
+    """Cut the tiny DAG to SST-2 alone (12 stages, not 28: code .. pretrain, finetune@sst2,
+    lm_eval, one stage of each analysis, the report), for a test of the plumbing around the
+    stages rather than of the stages: each stage costs a `dvc repro` of a few seconds."""
     edit_params(repo, **{
         "lm_eval.files": [],
         "analysis.seeds": [1],
@@ -312,10 +318,11 @@ def only_sst2(repo: Path) -> None:
 
 
 def shared_sst2(repo: Path) -> None:
-    """Cut a copy of the shared reproduced pipeline (`reproduced`) to its SST-2 stages (14 of
-    40): all still up to date but ingest, which reads the task registry (its outputs for SST-2
-    unchanged), and the report. For tests of what runs the stages, which visit each one for a
-    few seconds even where DVC skips it."""
+    """Cut a copy of the shared reproduced pipeline (`reproduced`) to its SST-2 stages (15 of
+    28: code .. pretrain, pretrain_control@lstm, finetune@sst2, lm_eval, the four Table 5 cells
+    of SST-2, zero_shot@sst2, the report): all still up to date but ingest, which reads the task
+    registry (its outputs for SST-2 unchanged), and the report. For tests of what runs the
+    stages, which visit each one for a few seconds even where DVC skips it."""
     edit_params(repo, **{
         "analysis.ablation.tasks": {"sst2": E2E_ANALYSIS["analysis"]["ablation"]["tasks"]["sst2"]},
         "analysis.transfer.tasks": {},
@@ -383,13 +390,12 @@ def reproduced(reproduced_once: Reproduced, tmp_path: Path) -> Reproduced:
     return Reproduced(repo, reproduced_once.stdout, reproduced_once.stderr)
 
 
-def analysis_stages(params: Params) -> list[str]:
-    """The analysis stages dvc.yaml declares for `params`, in its order: each ablation cell
-    (variant by variant), each transfer task, each zero-shot task."""
-    return [*(f"ablation@{variant}-{task}" for variant in params.analysis.ablation.variants
-              for task in params.analysis.ablation.tasks),
-            *(f"transfer@{task}" for task in params.analysis.transfer.tasks),
-            *(f"zero_shot@{task}" for task in params.analysis.zero_shot.tasks)]
+def analysis_stages(params: Params, root: Path) -> list[str]:
+    """The analysis stages dvc.yaml declares for `params` in the checkout at `root`, in its
+    order: each ablation cell (variant by variant), each transfer task, each zero-shot task, of
+    the tasks that are fine-tuned alone (gpt1.dag: the others' are no stage)."""
+    return [stage for stage in dag.resolve(params, root).stages()
+            if stage.partition("@")[0] in ("ablation", "transfer", "zero_shot")]
 
 
 def assert_tables_well_formed(lines: list[str]) -> None:
@@ -406,11 +412,11 @@ def assert_tables_well_formed(lines: list[str]) -> None:
 
 @pytest.fixture()
 def stage_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A checkout's dvc.yaml and params.yaml in a DVC project, and the environment DVC gives a
-    stage's command."""
+    """A checkout's dvc.yaml, params.yaml and dag.yaml in a DVC project, and the environment
+    DVC gives a stage's command."""
     from dvc.repo import Repo  # DVC's import only where a test asks for it
 
-    for name in ("dvc.yaml", "params.yaml"):
+    for name in ("dvc.yaml", "params.yaml", "dag.yaml"):
         shutil.copy(REPO / name, tmp_path / name)
     Repo.init(str(tmp_path), no_scm=True).close()
     monkeypatch.chdir(tmp_path)

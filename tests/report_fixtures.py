@@ -26,6 +26,7 @@ def params_with(**dotted: object) -> Params:
 
 # The analysis the fixtures hold; every registry task has a finetune file.
 PARAMS = params_with(**{
+    "finetune.tasks": list(params_with().tasks),
     "analysis.seeds": SEEDS,
     "analysis.ablation.variants": ["full", "no_pretrain", "no_aux", "lstm"],
     "analysis.ablation.tasks": {"sst2": [1000, None], "story_cloze": [None]},

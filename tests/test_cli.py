@@ -88,7 +88,7 @@ def test_force_never_replaces_what_git_dvc_or_the_pipeline_owns(project: Path, t
         str(cache): f"--out {cache}: the DVC cache of {project.resolve()}; {REFUSED}",
         str(cache / "files"): f"--out {cache / 'files'}: inside {cache}, DVC's cache; {REFUSED}",
         "artifacts": f"--out artifacts: holds bpe, checkpoints, pretrain; outputs of stages bpe, "
-                     f"finetune, lm_eval and 2 more in {dvc_yaml} lie inside it; refusing to "
+                     f"code, finetune and 3 more in {dvc_yaml} lie inside it; refusing to "
                      "replace it, even with --force: write elsewhere",
         "metrics": f"--out metrics: holds pretrain.json; outputs of stages ablation, bpe, clean "
                    f"and 10 more in {dvc_yaml} lie inside it; refusing to replace it, even with "

@@ -9,7 +9,6 @@ import copy
 import csv
 import importlib.machinery
 import importlib.util
-import itertools
 import json
 import re
 import shlex
@@ -25,8 +24,9 @@ import pytest
 import typer.main
 
 from bench import pages
+from gpt1 import dag
 from gpt1.cli import app
-from gpt1.config import ParamsError, read_yaml
+from gpt1.config import ParamsError, load_params, read_yaml
 from gpt1.presets.edit import available, load_preset, parse_assignments, set_keys
 from tests.conftest import copy_repo, only_sst2, run
 from tests.own_tables import write_example
@@ -146,25 +146,19 @@ def _items(value: object) -> list[str]:
 
 @cache
 def dvc_stages() -> dict[str, set[str] | None]:
-    """Stage group -> the names after `@` its foreach/matrix expands to, under params.yaml or any
-    preset overlaid on it (None for a plain stage)."""
-    dvc = read_yaml((REPO / "dvc.yaml").read_text(encoding="utf-8"))["stages"]
+    """Stage group -> the names after `@` DVC declares for it (gpt1.dag's lists, which dvc.yaml
+    iterates over) under params.yaml or any preset overlaid on it (None for a plain stage)."""
+    from gpt1.config import parse_params
+
     variants = [params(), *(_overlaid(params(), load_preset(name)) for name in available())]
-
-    def resolve(ref: str, tree: dict) -> list[str]:
-        return _items(_lookup(tree, re.fullmatch(r"\$\{(.+)\}", ref).group(1)))
-
     groups: dict[str, set[str] | None] = {}
-    for name, stage in dvc.items():
-        if "foreach" in stage:
-            groups[name] = {key for tree in variants for key in resolve(stage["foreach"], tree)}
-        elif "matrix" in stage:
-            groups[name] = set()
-            for tree in variants:
-                axes = [resolve(ref, tree) for ref in stage["matrix"].values()]
-                groups[name] |= {"-".join(combo) for combo in itertools.product(*axes)}
-        else:
-            groups[name] = None
+    for tree in variants:
+        for address in dag.resolve(parse_params(tree), REPO).stages():
+            name, at, key = address.partition("@")
+            if at:
+                groups.setdefault(name, set()).add(key)  # type: ignore[union-attr]
+            else:
+                groups[name] = None
     return groups
 
 
@@ -467,8 +461,9 @@ def test_your_data_walkthrough_runs_as_written(tmp_path: Path) -> None:
     with (repo / "scored" / "reviews.csv").open(encoding="utf-8", newline="") as fh:
         by_hand = list(csv.DictReader(fh))
     assert [row["prediction"] for row in by_hand] == staged.column("prediction").to_pylist()
-    assert pq.read_table(repo / "predictions" / "pairs.parquet").schema.metadata[
-        b"gpt1.not_run"] == b"no files.predict in its registry entry"
+    # pairs names no file to score: no predict@pairs stage, so no table
+    assert dag.resolve(load_params(repo / "params.yaml"), repo).predict == ["reviews"]
+    assert not (repo / "predictions" / "pairs.parquet").exists()
     summary = (repo / "reports" / "summary.md").read_text(encoding="utf-8")
     for title in ("reviews", "pairs"):  # task, metric, median, range, seeds, majority, paper
         row = next(line for line in summary.splitlines() if line.startswith(f"| {title} |"))

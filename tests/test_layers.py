@@ -33,6 +33,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("gpt1.model",),
     ("gpt1.training",),
     ("gpt1.downstream",),
+    ("gpt1.dag",),
     ("gpt1.interop",),
     ("gpt1.reporting",),
     ("gpt1.jobs",),

@@ -86,11 +86,12 @@ def test_a_stage_with_nothing_to_do_records_why(tmp_path: Path) -> None:
     assert sorted(p.name for p in model.iterdir()) == [STATUS_FILE]
     assert json.loads(metrics.read_text()) == {
         "task": "sst2", "run": False, "reason": "lstm is not in analysis.ablation.variants"}
-    assert not_run_reason(model, "pretrain_lstm") == "lstm is not in analysis.ablation.variants"
+    assert (not_run_reason(model, "pretrain_control@lstm")
+            == "lstm is not in analysis.ablation.variants")
     assert not_run_reason(tmp_path / "ran", "pretrain") is None
     (model / STATUS_FILE).write_text('{"run": tr')
-    with pytest.raises(InputError, match=r"dvc repro --force pretrain_lstm"):
-        not_run_reason(model, "pretrain_lstm")
+    with pytest.raises(InputError, match=r"dvc repro --force pretrain_control@lstm"):
+        not_run_reason(model, "pretrain_control@lstm")
 
 
 MANIFEST = {"dtype": "uint16", "vocab_size": 504, "tokenizer_sha256": "ab" * 32,
@@ -125,7 +126,7 @@ KINDS: dict[str, tuple[type[Record], str, dict[str, Any]]] = {
     "zero-shot": (ZeroShotMetrics, "zero_shot@cola", ZERO_SHOT["cola"]),
     "zero-shot-not-run": (ZeroShotMetrics, "zero_shot@race", ZERO_SHOT["race"]),
     "stage-record": (StageRecord, "pretrain", RECORD),
-    "not-run-folder": (Ran, "pretrain_lstm", NOT_RUN),
+    "not-run-folder": (Ran, "pretrain_control@lstm", NOT_RUN),
     "run-settings": (RunSettings, "pretrain", SETTINGS),
 }
 
@@ -292,16 +293,16 @@ def test_every_stage_reads_a_task_status_checked(tmp_path: Path, monkeypatch: py
 
 def test_an_output_folders_status_is_checked(tmp_path: Path) -> None:
     _write(tmp_path / "model" / "status.json", {"run": False})
-    with pytest.raises(RecordError, match=r"status.json: damaged, not the JSON stage "
-                                          r"pretrain_lstm writes \(reason: Field required\)"):
-        not_run_reason(tmp_path / "model", "pretrain_lstm")
+    with pytest.raises(RecordError, match=r"status.json: damaged, not the JSON stage pretrain_"
+                                          r"control@lstm writes \(reason: Field required\)"):
+        not_run_reason(tmp_path / "model", "pretrain_control@lstm")
     _write(tmp_path / "model" / "status.json", {"run": True})
-    assert not_run_reason(tmp_path / "model", "pretrain_lstm") is None
+    assert not_run_reason(tmp_path / "model", "pretrain_control@lstm") is None
 
 
 @pytest.mark.parametrize(("rel", "stage"), [
     ("metrics/pretrain.json", "pretrain"),
-    ("metrics/pretrain_lstm.json", "pretrain_lstm"),
+    ("metrics/pretrain_lstm.json", "pretrain_control@lstm"),
     ("metrics/lm_eval.json", "lm_eval"),
     ("artifacts/lm_eval/generated.json", "lm_eval"),
     ("metrics/finetune/mnli.json", "finetune@mnli"),

@@ -1,6 +1,7 @@
-"""The pretraining job of stages `pretrain` and `pretrain_lstm`: from the params, the token shards
-and the tokenizer to a pretrained model (GPT-1, or the paper's recurrent control of Table 5) and
-its metrics; or, for `pretrain.source` openai or hf, the released model imported instead.
+"""The pretraining job of stages `pretrain` and `pretrain_control@lstm`: from the params, the
+token shards and the tokenizer to a pretrained model (GPT-1, or the paper's recurrent control of
+Table 5) and its metrics; or, for `pretrain.source` openai or hf, the released model imported
+instead.
 
 The run's checkpoints are filed under a fingerprint of everything its trajectory depends on
 (`run_settings`): a run stopped and started again resumes, and one under other settings starts

@@ -8,10 +8,10 @@ from pathlib import Path
 
 from gpt1.atomic import atomic_dir, write_text
 from gpt1.config import Params
+from gpt1.dag import resolve
 from gpt1.reporting.facts import (
     infer_preset,
     is_sample,
-    pipeline_stages,
     stage_times,
     where_trained,
 )
@@ -30,8 +30,8 @@ def run_facts(params: Params, run: Run, root: Path, commit: dict[str, object]) -
         preset="custom" if match is None else match.describe(),
         data_root=params.ingest.root, sample=is_sample(params.ingest.root, root),
         trained=where_trained(run.data.pretrain, run.data.finetune),
-        # the report's own record is its last run's (DVC removes it before this one)
-        stages=stage_times(run.data.stages, [s for s in pipeline_stages(params) if s != "report"]),
+        # not the report's own (its last run's, where one is left in metrics/stages)
+        stages=stage_times(run.data.stages, resolve(params, root).stages()[:-1]),
         built=datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"))
 
 

@@ -98,8 +98,8 @@ def task_entry(task: TaskParams, zero_shot: ZeroShotTask) -> dict[str, Any]:
 
 def trunk_snapshots(trunk: str, model_dir: Path, snapshots: str) -> dict[int, Path]:
     """step -> folder of each snapshot the trunk's pretraining kept (in `model_dir/snapshots`),
-    in step order; none where it was not run (stage `pretrain`, or `pretrain_<trunk>`)."""
-    stage = "pretrain" if trunk == "gpt1" else f"pretrain_{trunk}"
+    in step order; none where it was not run (stage `pretrain`, or `pretrain_control@<trunk>`)."""
+    stage = "pretrain" if trunk == "gpt1" else f"pretrain_control@{trunk}"
     if (reason := not_run_reason(model_dir, stage)) is not None:
         log.info("%s left out: not pretrained (%s)", trunk, reason)
         return {}

@@ -9,7 +9,6 @@ from typing import Any
 
 import polars as pl
 
-from gpt1.config import Params
 from gpt1.machine import compute_line, placement_line
 from gpt1.presets.edit import available, load_preset
 
@@ -98,18 +97,6 @@ def infer_preset(raw: dict, presets: dict[str, dict] | None = None) -> PresetMat
         return None
     _, _, name, differences = min(matches, key=lambda m: m[:3])
     return PresetMatch(name, differences)
-
-
-def pipeline_stages(params: Params) -> list[str]:
-    """Every stage dvc.yaml declares for `params`, by address, in the order they run."""
-    analysis = params.analysis
-    return ["ingest", "clean", "bpe", "tokenize", "pretrain", "pretrain_lstm",
-            *(f"finetune@{task}" for task in params.tasks),
-            *(f"predict@{task}" for task in params.tasks), "lm_eval",
-            *(f"ablation@{variant}-{task}" for variant in analysis.ablation.variants
-              for task in analysis.ablation.tasks),
-            *(f"transfer@{task}" for task in analysis.transfer.tasks),
-            *(f"zero_shot@{task}" for task in analysis.zero_shot.tasks), "report"]
 
 
 def stage_times(records: list[dict[str, Any]], stages: list[str]) -> pl.DataFrame:

@@ -10,6 +10,7 @@ from typing import Any
 import polars as pl
 
 from gpt1.config import Params
+from gpt1.dag import resolve
 from gpt1.errors import InputError
 from gpt1.records import (
     AblationMetrics,
@@ -95,10 +96,20 @@ def read_stage_records(folder: Path) -> list[Result]:
     return sorted(records, key=lambda r: r.get("finished") or "")
 
 
+def _read_stage(path: Path, stage: str, schema: type[Record], not_run: dict[str, str]) -> Result:
+    """The metrics file at `path` of the stage at address `stage`, or, for a stage params make
+    no stage of (`not_run`: gpt1.dag), what a stage with nothing to do would record: why not."""
+    if stage in not_run:
+        return {"run": False, "reason": not_run[stage]}
+    return read_json(path, stage, schema)
+
+
 def read_finetune(params: Params, files: RunFiles, root: Path = Path()) -> dict[str, Result]:
-    """Every registry task's metrics/finetune/<task>.json under `root`."""
-    return {task: read_json(root / files.finetune / f"{task}.json", f"finetune@{task}",
-                            FinetuneMetrics)
+    """Every registry task's metrics/finetune/<task>.json under `root` (why not, for a task
+    that is not fine-tuned)."""
+    not_run = resolve(params, root).not_run
+    return {task: _read_stage(root / files.finetune / f"{task}.json", f"finetune@{task}",
+                              FinetuneMetrics, not_run)
             for task in params.tasks}
 
 
@@ -129,24 +140,26 @@ def read_run(params: Params, files: RunFiles, root: Path = Path()) -> RunData:
     """The files under `root` of every stage params declares; FileNotFoundError, naming the
     stage to run, for a metrics file that is absent; InputError, naming the file and the stage
     to run again, for one that is damaged."""
-    analysis = params.analysis
+    analysis, dag = params.analysis, resolve(params, root)
     pretrain = read_json(root / files.pretrain, "pretrain", PretrainMetrics)
-    pretrain_lstm = _optional(root / files.pretrain_lstm, "pretrain_lstm", PretrainMetrics)
+    pretrain_lstm = (read_json(root / files.pretrain_lstm, "pretrain_control@lstm",
+                               PretrainMetrics) if dag.control else None)
     lm_eval = read_json(root / files.lm_eval, "lm_eval", LmEvalMetrics)
     finetune = read_finetune(params, files, root)
-    ablation = {variant: {task: read_json(root / files.ablation / variant / f"{task}.json",
-                                          f"ablation@{variant}-{task}", AblationMetrics)
+    ablation = {variant: {task: _read_stage(root / files.ablation / variant / f"{task}.json",
+                                            f"ablation@{variant}-{task}", AblationMetrics,
+                                            dag.not_run)
                           for task in analysis.ablation.tasks}
                 for variant in analysis.ablation.variants}
-    transfer = {task: read_json(root / files.transfer / f"{task}.json", f"transfer@{task}",
-                                TransferMetrics)
+    transfer = {task: _read_stage(root / files.transfer / f"{task}.json", f"transfer@{task}",
+                                  TransferMetrics, dag.not_run)
                 for task in analysis.transfer.tasks}
     check_transfer_links(transfer, ablation, files, root)
     return RunData(
         pretrain=pretrain, pretrain_lstm=pretrain_lstm, lm_eval=lm_eval, finetune=finetune,
         ablation=ablation, transfer=transfer,
-        zero_shot={task: read_json(root / files.zero_shot / f"{task}.json", f"zero_shot@{task}",
-                                   ZeroShotMetrics)
+        zero_shot={task: _read_stage(root / files.zero_shot / f"{task}.json",
+                                     f"zero_shot@{task}", ZeroShotMetrics, dag.not_run)
                    for task in analysis.zero_shot.tasks},
         stages=read_stage_records(root / files.stages),
         curves=read_curves(root / files.pretrain_live),

@@ -13,13 +13,14 @@ from gpt1.model.lstm import LSTM
 from gpt1.model.registry import load_model
 from gpt1.model.transformer import GPT1
 from tests.conftest import E2E_ANALYSIS, SHARED_DATA, Reproduced, dvc, edit_params
-from tests.e2e.test_dvc import ran_stages
+from tests.e2e.test_dvc import declared_stages, ran_stages
 
 pytestmark = pytest.mark.e2e
 
 SEEDS = E2E_ANALYSIS["analysis"]["seeds"]
 SNAPSHOTS = [0, 5, 20]  # the tiny preset's
 QNLI_TRAIN = SHARED_DATA / "glue" / "QNLI" / "train.tsv"  # the one QNLI file ../shared lacks
+RACE_TRAIN = SHARED_DATA / "multiple_choice" / "RACE" / "train" / "middle"  # the first of six
 
 
 def _json(repo: Path, rel: str) -> dict:
@@ -35,10 +36,15 @@ def test_analysis_stages_end_to_end(reproduced: Reproduced) -> None:
     tiny_repo = reproduced.repo
     ran = ran_stages(reproduced.stdout)
     variants = ["full", "no_pretrain", "no_aux", "lstm"]
-    cells = [f"ablation@{v}-{t}" for v in variants for t in ("sst2", "story_cloze", "qnli")]
-    zero_shot_tasks = ["sst2", "cola", "story_cloze", "race"]
-    assert {"pretrain_lstm", *cells, "transfer@story_cloze", "report",
+    cells = [f"ablation@{v}-{t}" for v in variants for t in ("sst2", "story_cloze")]
+    zero_shot_tasks = ["sst2", "cola", "story_cloze"]
+    assert {"pretrain_control@lstm", *cells, "transfer@story_cloze", "report",
             *(f"zero_shot@{t}" for t in zero_shot_tasks)} <= set(ran)
+    # the analyses of a task that is not fine-tuned (its data absent) are no stage at all
+    declared = declared_stages(tiny_repo)
+    not_stages = [*(f"ablation@{v}-qnli" for v in variants), "zero_shot@race"]
+    assert not set(not_stages) & {*ran, *declared}
+    report = (tiny_repo / "reports" / "summary.md").read_text()
 
     # Table 5's cells: every variant on every task and size with the same seeds and data
     for variant in variants:
@@ -53,10 +59,14 @@ def test_analysis_stages_end_to_end(reproduced: Reproduced) -> None:
                 assert [r["seed"] for r in size["runs"]] == SEEDS
                 assert list(size["by_seed"]) == [str(seed) for seed in SEEDS]
                 assert size["lm_coef"] == (0.0 if variant == "no_aux" else 0.5)
-        # a task that ingest did not keep (its data is absent) says why
-        qnli = _json(tiny_repo, f"metrics/ablation/{variant}/qnli.json")
-        assert qnli == {"variant": variant, "task": "qnli", "run": False,
-                        "reason": f"task qnli: data not found at {QNLI_TRAIN}"}
+        # a task that ingest did not keep (its data is absent) is no cell: the report says why
+        assert not (tiny_repo / f"metrics/ablation/{variant}/qnli.json").exists()
+        assert not (tiny_repo / f"metrics/stages/ablation/{variant}-qnli.json").exists()
+    qnli_why = (f"task qnli is not fine-tuned (data not found at {QNLI_TRAIN}): the analyses "
+                "read the tasks ingest wrote")
+    # Table 5's QNLI column: a cell per variant pointing to the one note saying why
+    assert report.count("| not run (1) |") == len(variants), report
+    assert f"\n- (1) {qnli_why}\n" in report, report
     full = _json(tiny_repo, "metrics/ablation/full/story_cloze.json")["train_100"]
     no_pretrain = _json(tiny_repo, "metrics/ablation/no_pretrain/story_cloze.json")["train_100"]
     assert _untimed(full["runs"]) != _untimed(no_pretrain["runs"])
@@ -92,9 +102,10 @@ def test_analysis_stages_end_to_end(reproduced: Reproduced) -> None:
         assert zero_shot["run"] and set(zero_shot["trunks"]) == {"gpt1", "lstm"}, task
         for curve in zero_shot["trunks"].values():
             assert curve["steps"] == SNAPSHOTS and len(curve["scores"]) == len(SNAPSHOTS)
-    assert _json(tiny_repo, "metrics/zero_shot/race.json")["run"] is False
+    assert not (tiny_repo / "metrics/zero_shot/race.json").exists()
+    assert (f"RACE: not run: task race is not fine-tuned (data not found at {RACE_TRAIN} (and 5 "
+            "more)): the analyses read the tasks ingest wrote") in report, report
 
-    report = (tiny_repo / "reports" / "summary.md").read_text()
     for plot in ("transfer.png", "zero_shot.png"):
         assert (tiny_repo / "reports" / "plots" / plot).is_file()
         assert f"plots/{plot}" in report

@@ -28,7 +28,7 @@ def test_a_second_clone_pulls_every_artifact_and_recomputes_nothing(reproduced: 
     tiny_repo = reproduced.repo
     remote = tmp_path / "remote"
     dvc("remote", "add", "--default", "team", str(remote), cwd=tiny_repo)
-    assert _ran(reproduced.stdout)[:2] == ["ingest", "clean"]
+    assert _ran(reproduced.stdout)[:3] == ["code", "ingest", "clean"]
     run([*GIT, "add", "-A"], tiny_repo)
     run([*GIT, "commit", "-qm", "pipeline run"], tiny_repo)
     pushed = dvc("push", cwd=tiny_repo)

@@ -159,11 +159,13 @@ def _files(repo: Path) -> dict[str, str]:
 
 @pytest.mark.e2e
 def test_dvc_repro_of_an_injected_task_name_runs_no_command_with_it(tmp_path: Path) -> None:
-    """`dvc repro` on a checkout whose params.yaml names a task `x;touch PWNED;y`: ingest runs
-    first and fails in one line, nothing written (but ingest's record, which DVC itself
-    removes before it runs the stage). Then `dvc repro --single-item 'finetune@x;touch
-    PWNED;y'`, which runs that stage alone: it fails at load in the same line, and no shell
-    ran the name (no file PWNED)."""
+    """`dvc repro` on a checkout whose params.yaml names a task `x;touch PWNED;y`: the first
+    stage (`code`, which every other needs) runs and fails in one line, nothing written (but
+    its record, which DVC itself removes before it runs the stage), so that no stage of the
+    task runs. Then `dvc repro --single-item 'finetune@x;touch PWNED;y'` on a dag.yaml that
+    lists the task (as one written before the name was put in by hand would), which runs that
+    stage alone: it fails at load in the same line, and no shell ran the name (no file
+    PWNED)."""
     repo = copy_repo(tmp_path / "repo")
     params = repo / "params.yaml"
     text = params.read_text(encoding="utf-8")
@@ -174,14 +176,22 @@ def test_dvc_repro_of_an_injected_task_name_runs_no_command_with_it(tmp_path: Pa
     output = proc.stdout + proc.stderr
     assert proc.returncode != 0, output
     assert f"params.yaml: tasks.{INJECTION!r}: {TASK_NAME_RULE}" in output, output
-    assert "Running stage 'ingest'" in output and "Running stage 'finetune" not in output
+    assert "Running stage 'code'" in output, output
+    assert "Running stage 'ingest'" not in output and "Running stage 'finetune" not in output
     assert not (repo / "PWNED").exists()
-    before.pop("metrics/stages/ingest.json", None)
+    before.pop("metrics/stages/code.json", None)
     assert _files(repo) == before
 
     # the one stage alone, its dependencies there: its command holds no name to run
-    for folder in ("data/raw/tasks/" + INJECTION, "artifacts/pretrain"):
+    dag_file = repo / "dag.yaml"
+    listed = dag_file.read_text(encoding="utf-8")
+    assert '  finetune: ["sst2"]\n' in listed
+    dag_file.write_text(listed.replace('  finetune: ["sst2"]\n',
+                                       f'  finetune: ["sst2", "{INJECTION}"]\n'),
+                        encoding="utf-8")
+    for folder in ("data/raw/tasks/" + INJECTION, "artifacts/pretrain", "artifacts/code"):
         (repo / folder).mkdir(parents=True, exist_ok=True)
+    (repo / "artifacts/code/finetune.json").write_text("{}\n")  # stage code's, not run here
     single = run([sys.executable, "-m", "dvc", "repro", "--single-item", f"finetune@{INJECTION}"],
                  repo, check=False)
     output = single.stdout + single.stderr

@@ -1,7 +1,7 @@
 """`gpt1 predict` on the shared reproduced pipeline: for a task of every family, the fine-tuned
 model folder alone (no params.yaml) predicts ingest's dev rows exactly as the finetune stage
-did (its dev_predictions.tsv); and `predict@<task>` of a task without `files.predict` writes a
-table of no rows saying why."""
+did (its dev_predictions.tsv); and a task without `files.predict` has no `predict@<task>` stage,
+so no table."""
 
 from __future__ import annotations
 
@@ -10,8 +10,11 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from gpt1 import dag
+from gpt1.config import PREDICT_SPLIT, load_params, read_yaml
 from gpt1.jobs.predict import predict_file
 from tests.conftest import Reproduced
+from tests.e2e.test_dvc import ran_stages
 
 pytestmark = pytest.mark.e2e
 
@@ -46,7 +49,17 @@ def test_predict_equals_the_stage_dev_predictions(reproduced_once: Reproduced, t
     assert len(got) == len(expected) > 0
 
 
-def test_predict_stage_without_a_file_says_why(reproduced_once: Reproduced) -> None:
-    table = pq.read_table(reproduced_once.repo / "predictions" / "sst2.parquet")
-    assert table.num_rows == 0
-    assert table.schema.metadata[b"gpt1.not_run"] == b"no files.predict in its registry entry"
+def test_a_task_without_a_predict_file_has_no_predict_stage(reproduced_once: Reproduced) -> None:
+    """`predict@<task>` exists only for a fine-tuned task whose registry entry names
+    files.predict (gpt1.dag): none of the shared pipeline's does, so no predict stage was
+    declared, ran or recorded, and no table of predictions was written."""
+    repo = reproduced_once.repo
+    params = load_params(repo / "params.yaml")
+    assert not [t for t, task in params.tasks.items() if PREDICT_SPLIT in task.files]
+    assert dag.resolve(params, repo).predict == []
+    assert "predict: []" in (repo / dag.DAG_FILE).read_text()  # what DVC declared from
+    assert not [s for s in ran_stages(reproduced_once.stdout) if s.startswith("predict@")]
+    locked = read_yaml((repo / "dvc.lock").read_text())["stages"]
+    assert "finetune@sst2" in locked and not [s for s in locked if s.startswith("predict@")]
+    assert not (repo / "predictions").exists()
+    assert not (repo / "metrics" / "stages" / "predict").exists()

@@ -22,7 +22,7 @@ import pytest
 from flows import cli
 from flows.dag import run_order
 from flows.serve import start_server, stop_server
-from gpt1.config import ServerParams
+from gpt1.config import ServerParams, read_yaml
 from gpt1.errors import InputError
 from tests.conftest import REPO, copy_repo, edit_params, free_port, run
 
@@ -34,7 +34,7 @@ def test_bad_input_fails_the_flow_without_retries(tmp_path: Path) -> None:
     server (the other flow tests share one server, `prefect_api`, for speed)."""
     repo = copy_repo(tmp_path / "repo")
     lock = repo / "dvc.lock"  # there when the checkout copied has run the pipeline
-    lock_before = lock.read_bytes() if lock.exists() else None
+    lock_before = _locked_but_code(lock)
     edit_params(repo, **{"ingest.corpus": ["missing/*.txt"], "flows.retries": 2,
                          "flows.retry_delay_seconds": 0})
     proc = run([sys.executable, "-m", "flows.full_pipeline"], repo, check=False,
@@ -51,9 +51,21 @@ def test_bad_input_fails_the_flow_without_retries(tmp_path: Path) -> None:
     # temporary server
     assert proc.returncode == 2, log
     assert f"error: {failed.removeprefix('StageFailed: ')}" in proc.stderr.splitlines(), log
-    for later in run_order(repo)[1:]:
+    order = run_order(repo)
+    assert order[:2] == ["code", "ingest"]
+    assert "Task run 'code' - Finished in state Completed()" in log, log  # the one before
+    for later in order[2:]:
         assert f"Task run '{later}'" not in log, log
-    assert (lock.read_bytes() if lock.exists() else None) == lock_before  # DVC recorded nothing
+    # DVC recorded nothing of ingest or after it (stage code, which ran, aside)
+    assert _locked_but_code(lock) == lock_before
+
+
+def _locked_but_code(lock: Path) -> dict | None:
+    """dvc.lock's record of every stage but `code` (None: no dvc.lock)."""
+    if not lock.exists():
+        return None
+    raw = read_yaml(lock.read_text(encoding="utf-8"))
+    return {**raw, "stages": {k: v for k, v in raw.get("stages", {}).items() if k != "code"}}
 
 
 def test_a_bug_keeps_its_traceback_and_is_retried(tmp_path: Path, prefect_api: str) -> None:
@@ -275,7 +287,7 @@ def test_a_run_whose_server_stops_answering_ends_soon_in_one_line(tmp_path: Path
     seconds = time.monotonic() - cut
     last = err.read_text().strip().splitlines()[-1]
     assert flow.returncode == 1, said()
-    assert "Running stage 'ingest'" in said()  # the stage ran, then the flow ended
+    assert "Running stage 'code'" in said()  # the first stage ran, then the flow ended
     assert last.startswith(f"error: the Prefect server at PREFECT_API_URL={url} stopped "
                            "answering during the run ("), said()
     assert last.endswith("the stages it completed are recorded in dvc.lock: start the server "

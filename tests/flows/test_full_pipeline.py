@@ -15,25 +15,26 @@ import psutil
 import pytest
 
 from flows.dag import rerun_order, run_order, upstream_order
+from gpt1 import dag
 from gpt1.config import load_params
 from gpt1.errors import InputError
-from tests.conftest import REPO, analysis_stages, dvc, edit_params, only_sst2, run
+from tests.conftest import REPO, dvc, edit_params, only_sst2, run
 
 pytestmark = pytest.mark.e2e
 
 
 def test_stage_order_comes_from_dvc_yaml() -> None:
+    """The checkout's own params (the quick start: SST-2 fine-tuned and analysed, no prediction
+    file, no LSTM): the stages dvc.yaml declares from its dag.yaml, in dvc.yaml's order."""
     order = run_order(REPO)
-    params = load_params(REPO / "params.yaml")
-    finetunes = [f"finetune@{task}" for task in params.tasks]
-    predicts = [f"predict@{task}" for task in params.tasks]
-    assert order == ["ingest", "clean", "bpe", "tokenize", "pretrain", "pretrain_lstm",
-                     *finetunes, *predicts, "lm_eval", *analysis_stages(params), "report"]
-    assert rerun_order(REPO, "finetune@sst2") == ["ingest", "clean", "bpe", "tokenize",
-                                                  "pretrain", "finetune@sst2", "predict@sst2",
-                                                  "report"]
-    assert upstream_order(REPO, "finetune@sst2") == ["ingest", "clean", "bpe", "tokenize",
-                                                     "pretrain", "finetune@sst2"]
+    assert order == ["code", "ingest", "clean", "bpe", "tokenize", "pretrain", "finetune@sst2",
+                     "lm_eval", "ablation@full-sst2", "ablation@no_pretrain-sst2",
+                     "ablation@no_aux-sst2", "transfer@sst2", "zero_shot@sst2", "report"]
+    assert order == dag.resolve(load_params(REPO / "params.yaml"), REPO).stages()
+    assert rerun_order(REPO, "finetune@sst2") == ["code", "ingest", "clean", "bpe", "tokenize",
+                                                  "pretrain", "finetune@sst2", "report"]
+    assert upstream_order(REPO, "finetune@sst2") == ["code", "ingest", "clean", "bpe",
+                                                     "tokenize", "pretrain", "finetune@sst2"]
     with pytest.raises(InputError, match="no stage 'finetune@nope'"):  # a deployment's -p
         rerun_order(REPO, "finetune@nope")
 
@@ -81,7 +82,7 @@ def assert_truthful_status(repo: Path) -> None:
     before it are."""
     status = dvc("status", cwd=repo).stdout
     assert "pretrain:" in status
-    for done in ("ingest", "clean", "bpe", "tokenize"):
+    for done in ("code", "ingest", "clean", "bpe", "tokenize"):
         assert f"{done}:" not in status, status
 
 
@@ -126,7 +127,7 @@ def test_cancelled_and_crashed_runs_recover(tiny_repo: Path, tmp_path: Path,
     # the rest of the DAG
     proc = run([sys.executable, "-m", "flows.full_pipeline"], tiny_repo, env=prefect)
     log = proc.stdout + proc.stderr
-    for done in ("ingest", "clean", "bpe", "tokenize"):
+    for done in ("code", "ingest", "clean", "bpe", "tokenize"):
         assert f"Stage '{done}' didn't change, skipping" in log
         assert f"Running stage '{done}'" not in log
     assert "resumed from the checkpoint of step" in log

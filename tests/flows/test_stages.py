@@ -65,6 +65,7 @@ def test_bad_input_is_read_from_the_stages_verdict(tmp_path: Path) -> None:
     """A real bad input: DVC exits 255; the failure carries the verdict's 2 and message."""
     repo = copy_repo(tmp_path / "repo")
     edit_params(repo, **{"ingest.root": "README.md"})  # a file: DVC runs the stage
+    dvc("repro", "code", cwd=repo)  # the fingerprint ingest depends on, as a flow runs it first
     proc = dvc("repro", "--single-item", "ingest", cwd=repo, check=False)
     assert proc.returncode == 255
     verdict = json.loads(verdict_path(repo, "ingest").read_text())
@@ -102,6 +103,7 @@ def test_a_missing_dependency_is_bad_input(tmp_path: Path) -> None:
     wrong ingest.root) fails as bad input does, named, and is not retried."""
     repo = copy_repo(tmp_path / "repo")
     edit_params(repo, **{"ingest.root": "no/such/folder"})
+    dvc("repro", "code", cwd=repo)  # ingest's other dependency, there as after a flow's first
     proc = dvc("repro", "--single-item", "ingest", cwd=repo, check=False)
     assert proc.returncode != 0 and not verdict_path(repo, "ingest").exists()
     failure = stage_failure("ingest", proc.returncode, None, proc.stderr.splitlines(),

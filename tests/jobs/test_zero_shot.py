@@ -81,7 +81,7 @@ def test_a_trunk_without_snapshots_is_left_out_naming_the_folder(
 
 
 @pytest.mark.parametrize(("trunk", "stage"), [("gpt1", "pretrain"),
-                                              ("lstm", "pretrain_lstm")])
+                                              ("lstm", "pretrain_control@lstm")])
 def test_a_damaged_status_names_the_pretraining_stage_to_rerun(tmp_path: Path, trunk: str,
                                                                stage: str) -> None:
     (tmp_path / "status.json").write_text('{"run": fa')

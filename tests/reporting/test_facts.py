@@ -17,7 +17,6 @@ from gpt1.reporting.facts import (
     infer_preset,
     is_sample,
     leaves,
-    pipeline_stages,
     stage_times,
     where_trained,
 )
@@ -91,16 +90,6 @@ def test_the_real_data_command_names_real_subcommands_and_a_preset() -> None:
         words = command.split()
         help_text = run(["python", "-m", "gpt1.cli", words[1], "--help"], REPO).stdout
         assert "Usage" in help_text
-
-
-def test_pipeline_stages_are_dvc_yamls() -> None:
-    from dvc.repo import Repo
-
-    params = load_params(REPO / "params.yaml")
-    with Repo(str(REPO)) as repo:
-        declared = {stage.addressing for stage in repo.index.stages}
-    assert set(pipeline_stages(params)) == declared
-    assert pipeline_stages(params)[0] == "ingest" and pipeline_stages(params)[-1] == "report"
 
 
 def test_stage_times_in_pipeline_order_without_stale_records() -> None:

@@ -12,7 +12,9 @@ from gpt1.config import read_yaml
 from tasks import paths
 from tests.conftest import REPO
 
-PARAMS = read_yaml((REPO / "params.yaml").read_text(encoding="utf-8"))
+# what dvc.yaml interpolates: params.yaml and the stage lists of dag.yaml (its `vars`)
+PARAMS = {**read_yaml((REPO / "params.yaml").read_text(encoding="utf-8")),
+          **read_yaml((REPO / "dag.yaml").read_text(encoding="utf-8"))}
 
 
 def _constants() -> dict[str, PurePosixPath]:
@@ -20,20 +22,28 @@ def _constants() -> dict[str, PurePosixPath]:
             if isinstance(value, Path)}
 
 
-def _values(reference: str) -> list[str]:
-    """What a foreach or matrix reference (`${analysis.transfer.tasks}`) iterates over in
-    params.yaml: a mapping's keys, or a list's items."""
+def _lookup(reference: str) -> object:
+    """The value a `${dotted.key}` reference names in `PARAMS`."""
     node = PARAMS
     for key in reference.removeprefix("${").removesuffix("}").split("."):
         node = node[key]
-    return list(node)
+    return node
+
+
+def _values(reference: str) -> list[str]:
+    """What a foreach or matrix reference (`${dag.transfer}`) iterates over: a mapping's keys,
+    or a list's items."""
+    return list(_lookup(reference))  # type: ignore[call-overload]
 
 
 def _items(stage: dict) -> tuple[dict, list[dict[str, str]]]:
     """A stage's body and, per stage DVC makes of it, what its `${...}` placeholders stand for:
-    a foreach stage's `${key}`, a matrix stage's `${item.<name>}`."""
+    a foreach stage's `${item}` (over a list; `${key}` over a mapping), a matrix stage's
+    `${item.<name>}`."""
     if "foreach" in stage:
-        return stage["do"], [{"${key}": key} for key in _values(stage["foreach"])]
+        iterated = _values(stage["foreach"])
+        mapping = isinstance(_lookup(stage["foreach"]), dict)
+        return stage["do"], [{"${key}" if mapping else "${item}": key} for key in iterated]
     if "matrix" in stage:
         names = list(stage["matrix"])
         combos = itertools.product(*(_values(stage["matrix"][n]) for n in names))
@@ -120,15 +130,19 @@ def test_dvc_reads_the_outs_as_this_test_does() -> None:
 
 def test_every_stage_declares_its_record() -> None:
     """Each stage DVC makes (a foreach or matrix stage's once per item) declares, uncached, the
-    record tasks.stage writes for it, and no other file under metrics/stages."""
+    record tasks.stage writes for it, and no other file under metrics/stages; but the report,
+    which reads all of metrics/: its record is an output beside its pages, cached with them."""
     from dvc.repo import Repo
 
     from tasks.stage import record_path
 
     with Repo(str(REPO)) as repo:
         for stage in repo.index.stages:
-            records = [out for out in stage.outs
-                       if PurePosixPath(out.def_path).is_relative_to(RECORDS)]
-            assert [out.def_path for out in records] == [record_path(stage.addressing)
-                                                         .as_posix()], stage.addressing
-            assert records[0].metric and not records[0].use_cache, stage.addressing
+            expected = record_path(stage.addressing).as_posix()
+            records = [out for out in stage.outs if out.def_path == expected
+                       or PurePosixPath(out.def_path).is_relative_to(RECORDS)]
+            assert [out.def_path for out in records] == [expected], stage.addressing
+            if stage.addressing == "report":
+                assert expected == paths.REPORT_RECORD.as_posix() and records[0].use_cache
+            else:
+                assert records[0].metric and not records[0].use_cache, stage.addressing
