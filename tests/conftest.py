@@ -79,17 +79,18 @@ def _stop_group(pgid: int, grace: float = 30) -> None:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The end-to-end tests (minutes each) first: each xdist worker starts on one of them and
-    the short tests fill in after, rather than one long test starting last. Of those, the first
-    that needs the shared reproduced pipeline leads (it builds it), the ones that build their own
-    follow, and the other users of the shared one come last, when it is ready."""
+    """The first test that needs the shared reproduced pipeline leads (it builds it, for two
+    minutes); the end-to-end tests that build their own follow (minutes each: no long test
+    starts last), then the short tests; the other users of the shared pipeline come last. So
+    while one xdist worker builds it, the other has work of its own, rather than waiting on the
+    build's lock with a test that needs it."""
     def order(item: pytest.Item) -> int:
-        if item.get_closest_marker("e2e") is None:
+        if "reproduced" in getattr(item, "fixturenames", ()):
             return 3
-        return 2 if "reproduced" in getattr(item, "fixturenames", ()) else 1
+        return 1 if item.get_closest_marker("e2e") is not None else 2
 
     items.sort(key=order)
-    builder = next((i for i, item in enumerate(items) if order(item) == 2), None)
+    builder = next((i for i, item in enumerate(items) if order(item) == 3), None)
     if builder is not None:
         items.insert(0, items.pop(builder))
 
