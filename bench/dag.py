@@ -42,7 +42,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.common import REPO, Table, median, parser, publish
+from bench.common import REPO, Table, median, parser, provenance, publish
 from gpt1.config import read_yaml
 from gpt1.presets.edit import apply_preset, set_keys
 
@@ -56,6 +56,7 @@ MEDIAN_OVERHEAD_S = 1.0
 NOOP_REPRO_S = 2.0
 STATUS_S = 1.5
 GROWTH = 1.5
+BUSY_SHARE = 0.1  # others' CPU seconds per wall second above which a run says it was not idle
 QUICKSTART = "quick start"
 DAG_FILE = "dag.yaml"  # the per-task stages' lists, where dvc.yaml loads them (`gpt1 dag`)
 GIT = ["git", "-c", "user.email=bench@gpt1.local", "-c", "user.name=gpt1 bench"]
@@ -273,7 +274,10 @@ def dag_table(runs: Sequence[DagRun]) -> Table:
                   lock_lines=run.lock_lines, lock_bytes=run.lock_bytes,
                   others_cpu_s=run.others_cpu)
     skipped = [f"{run.name}: {len(run.skipped)}" for run in runs if run.skipped]
+    busy = [f"{run.name} ({run.others_cpu:.0f} CPU s in {run.wall:.0f} s)" for run in runs
+            if run.others_cpu is not None and run.others_cpu > BUSY_SHARE * run.wall]
     table.notes += [
+        "tasks: the task registry's (params tasks); stages_run: the `Running stage` lines",
         "overhead: from DVC's `Running stage` line to the next stage's (the last one's: to the "
         "end of dvc repro) less the stage's own seconds (its stage record, timed inside its "
         "process, rounded to 0.1 s); before_first: dvc repro's start to its first stage",
@@ -283,6 +287,8 @@ def dag_table(runs: Sequence[DagRun]) -> Table:
         "count as others): near 0 on an idle machine",
         *([f"stages DVC skipped (up to date or cached): {', '.join(skipped)}"] if skipped
           else []),
+        *([f"NOT IDLE: other processes used the CPU during {', '.join(busy)}: these figures "
+           "include their load"] if busy else []),
     ]
     return table
 
@@ -290,14 +296,14 @@ def dag_table(runs: Sequence[DagRun]) -> Table:
 def group_table(runs: Sequence[DagRun]) -> Table:
     """The overhead of each DAG's stages by kind: the stages of their own, each foreach/matrix
     group."""
-    table = Table("overhead by kind of stage", ["dag", "stages", "count", "stage_median_s",
+    table = Table("overhead by kind of stage", ["dag", "kind", "count", "stage_median_s",
                                                 "overhead_median_s", "overhead_total_s"])
     for run in runs:
         groups: dict[str, list[StageGap]] = {}
         for gap in run.gaps:
             groups.setdefault(gap.group, []).append(gap)
         for name, gaps in groups.items():
-            table.add(dag=run.name, stages=name, count=len(gaps),
+            table.add(dag=run.name, kind=name, count=len(gaps),
                       stage_median_s=median([g.seconds for g in gaps]),
                       overhead_median_s=median([g.overhead for g in gaps]),
                       overhead_total_s=sum(g.overhead for g in gaps))
@@ -471,7 +477,8 @@ def main(argv: list[str] | None = None) -> Path:
     path = args.out / "dag.json"
     with tempfile.TemporaryDirectory(prefix="gpt1-dag-") as tmp:
         # one snapshot of the working tree, which every DAG copies: the same code throughout,
-        # however this checkout changes while the benchmark runs
+        # however this checkout changes while the benchmark runs; its commit is the one recorded
+        code = provenance()
         snapshot = copy_tree(Path(tmp) / "snapshot")
         for i, n_tasks in enumerate(dags):
             root = Path(tmp) / f"dag{i}"
@@ -489,7 +496,7 @@ def main(argv: list[str] | None = None) -> Path:
                 "status_s": {run.name: run.status for run in runs},
             }
             path = publish([dag_table(runs), group_table(runs), targets_table(targets(runs))],
-                           args.out, "dag", settings, show=i == len(dags) - 1)
+                           args.out, "dag", settings, code, show=i == len(dags) - 1)
     return path
 
 

@@ -128,6 +128,16 @@ def test_targets_not_measured_say_so() -> None:
                                                   "not measured"]
 
 
+def test_a_run_on_a_busy_machine_says_so() -> None:
+    busy, idle = _run("synthetic, 2 tasks", 2, [0.4]), _run("synthetic, 4 tasks", 4, [0.4])
+    busy.wall, busy.others_cpu, idle.wall, idle.others_cpu = 100.0, 30.0, 100.0, 2.0
+    table = dag.dag_table([busy, idle])
+    assert [row["others_cpu_s"] for row in table.rows] == [30.0, 2.0]
+    assert [n for n in table.notes if n.startswith("NOT IDLE")] == [
+        "NOT IDLE: other processes used the CPU during synthetic, 2 tasks (30 CPU s in 100 s): "
+        "these figures include their load"]
+
+
 def test_the_machines_busy_time_is_read_from_proc_stat(tmp_path: Path) -> None:
     stat = tmp_path / "stat"
     # user nice system idle iowait irq softirq steal guest guest_nice, in clock ticks
