@@ -85,7 +85,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     while one xdist worker builds it, the other has work of its own, rather than waiting on the
     build's lock with a test that needs it."""
     def order(item: pytest.Item) -> int:
-        if "reproduced" in getattr(item, "fixturenames", ()):
+        if "reproduced_once" in getattr(item, "fixturenames", ()):  # direct, or by `reproduced`
             return 3
         return 1 if item.get_closest_marker("e2e") is not None else 2
 

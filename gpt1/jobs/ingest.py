@@ -17,6 +17,10 @@ from gpt1.errors import InputError, MissingInputError
 from gpt1.records import STATUS_FILE, write_record
 
 log = logging.getLogger(__name__)
+# in the folder of a task that runs: its registry entry as validated, so that the stages of the
+# task, which depend on its folder, re-run when the entry changes (dvc.yaml lists no
+# `tasks.<task>` param for them: one entry fewer in dvc.lock per stage)
+ENTRY_FILE = "registry_entry.json"
 
 
 def _row_cap(split: str, params: Params) -> int | None:
@@ -72,6 +76,7 @@ def ingest_tasks(params: Params, root: Path, out: Path) -> None:
             status = {"run": False, "reason": f"data not found at {missing[0]}{more}"}
         else:
             status = {"run": True, "rows": ingest_task(name, task, params, root, dest)}
+            write_record(dest / ENTRY_FILE, task.model_dump(mode="json"))
         write_record(dest / STATUS_FILE, status)
         log.info("task %s: %s", name, status.get("rows") or status["reason"])
 

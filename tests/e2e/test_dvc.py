@@ -130,7 +130,8 @@ def test_dvc_repro_end_to_end(reproduced: Reproduced) -> None:
     assert "up to date" in dvc("status", cwd=tiny_repo).stdout
 
     # One task's override re-runs the stages that fine-tune or score that task, and the report
-    # (ingest reads the registry too, but its outputs are unchanged, so nothing else follows;
+    # (ingest reads the registry too; of its outputs only SST-2's entry, in SST-2's folder,
+    # changes, so nothing else follows;
     # SST-2 names no files.predict: no predict@sst2 to re-run).
     edit_params(tiny_repo, **{"tasks.sst2.overrides": {"epochs": 2}})
     third = dvc("repro", cwd=tiny_repo)

@@ -127,8 +127,12 @@ def test_each_task_folder_says_whether_it_runs(root: Path) -> None:
         '{\n  "run": true,\n  "rows": {\n    "train": 2,\n    "dev": 3,\n    "test": 200\n  }\n}\n')
     assert Path("data/raw/tasks/cola/status.json").read_text() == (
         '{\n  "run": false,\n  "reason": "not in finetune.tasks"\n}\n')
-    assert sorted(os.listdir("data/raw/tasks/sst2")) == ["dev.parquet", "status.json",
-                                                         "test.parquet", "train.parquet"]
+    assert sorted(os.listdir("data/raw/tasks/sst2")) == [
+        "dev.parquet", "registry_entry.json", "status.json", "test.parquet", "train.parquet"]
+    # the entry the splits were read with: the task's stages depend on the folder, not the key
+    entry = json.loads(Path("data/raw/tasks/sst2/registry_entry.json").read_text())
+    raw = read_yaml((REPO / "params.yaml").read_text(encoding="utf-8"))["tasks"]["sst2"]
+    assert {key: entry[key] for key in raw} == raw
     assert os.listdir("data/raw/tasks/cola") == ["status.json"]
     assert pq.read_table("data/raw/tasks/sst2/dev.parquet").num_rows == 3
     assert sorted(os.listdir("data/raw/tasks")) == sorted(read_yaml(
