@@ -25,7 +25,7 @@ from filelock import FileLock
 from bench.common import DATA as SHARED_DATA
 from flows.serve import SERVER_PID, start_server
 from gpt1 import dag
-from gpt1.config import Params, ServerParams, read_yaml
+from gpt1.config import ServerParams, read_yaml
 from gpt1.presets.edit import ANALYSIS_TASKS, set_keys, update_params
 from gpt1.training.step import StepLoss, TrainStep
 
@@ -389,14 +389,6 @@ def reproduced(reproduced_once: Reproduced, tmp_path: Path) -> Reproduced:
     repo = tmp_path / "repo"
     shutil.copytree(reproduced_once.repo, repo, symlinks=True)
     return Reproduced(repo, reproduced_once.stdout, reproduced_once.stderr)
-
-
-def analysis_stages(params: Params, root: Path) -> list[str]:
-    """The analysis stages dvc.yaml declares for `params` in the checkout at `root`, in its
-    order: each ablation cell (variant by variant), each transfer task, each zero-shot task, of
-    the tasks that are fine-tuned alone (gpt1.dag: the others' are no stage)."""
-    return [stage for stage in dag.resolve(params, root).stages()
-            if stage.partition("@")[0] in ("ablation", "transfer", "zero_shot")]
 
 
 def assert_tables_well_formed(lines: list[str]) -> None:
