@@ -126,3 +126,21 @@ def test_predict_never_writes_into_git_or_dvc_state(project: Path, tmp_path: Pat
         assert (code, output) == (2, f"error: --out {out}: inside {project.resolve() / where}, "
                                      f"{what}; {REFUSED}\n")
     assert snapshot(tmp_path) == before
+
+
+def test_params_edits_rewrite_the_stage_lists_and_gpt1_dag_says_so(tmp_path: Path) -> None:
+    """`gpt1 set` and `gpt1 preset` in a pipeline's checkout leave dag.yaml listing the stages
+    the edited params ask for; `gpt1 dag` then finds it up to date and names them."""
+    for name in ("dvc.yaml", "params.yaml", "dag.yaml"):
+        shutil.copy(REPO / name, tmp_path / name)
+    params = tmp_path / "params.yaml"
+    assert invoke("set", "finetune.tasks=[sst2, cola]", "--params", params)[0] == 0
+    assert '  finetune: ["cola", "sst2"]' in (tmp_path / "dag.yaml").read_text()
+    assert invoke("preset", "tiny", "--params", params)[0] == 0
+    code, out = invoke("dag", "--params", params)
+    assert code == 0 and out.startswith(f"{tmp_path / 'dag.yaml'}: up to date;")
+    assert "finetune@cola, finetune@sst2" in out and "finetune@rte" not in out
+    (tmp_path / "dag.yaml").write_text("dag: {}\n")  # stale, as after a hand edit
+    code, out = invoke("dag", "--params", params)
+    assert code == 0 and ": written;" in out
+    assert '  finetune: ["cola", "sst2"]' in (tmp_path / "dag.yaml").read_text()
