@@ -13,6 +13,7 @@ params.yaml was edited by hand since, writes it anew and stops: DVC read the sta
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -135,8 +136,6 @@ def resolve(params: Params, root: Path = Path()) -> Dag:
 def render(dag: Dag) -> str:
     """dag.yaml's text for `dag`: under the key `dag`, one flow-style line per list (so that a
     change shows as one line in a diff)."""
-    import json
-
     body = asdict(dag)
     lines = [HEADER.rstrip("\n"), "dag:"]
     for key, value in body.items():

@@ -4,6 +4,7 @@ figure here is a literal, so that a test can restate what the report must show."
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -17,10 +18,11 @@ FILES = RunFiles(**RUN_FILES)
 SEEDS = [1, 2, 3]
 
 
-def params_with(**dotted: object) -> Params:
-    """The repository's params.yaml with `dotted` keys set (`**{"analysis.seeds": [1]}`)."""
+def params_with(replace: re.Pattern[str] | None = None, **dotted: object) -> Params:
+    """The repository's params.yaml with `dotted` keys set (`**{"analysis.seeds": [1]}`),
+    mappings merged but those `replace` matches, replaced whole (as a preset sets them)."""
     raw = read_yaml((REPO / "params.yaml").read_text(encoding="utf-8"))
-    _overlay(raw, nest(dotted), "")
+    _overlay(raw, nest(dotted), "", replace)
     return parse_params(raw, REPO / "params.yaml")
 
 

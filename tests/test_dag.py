@@ -9,19 +9,18 @@ from pathlib import Path
 import pytest
 
 from gpt1 import dag
-from gpt1.config import Params, ParamsError, load_params, parse_params, read_yaml
-from gpt1.presets.edit import ANALYSIS_TASKS, _overlay, nest
+from gpt1.config import Params, ParamsError, load_params
+from gpt1.presets.edit import ANALYSIS_TASKS
 from tests.conftest import REPO
+from tests.report_fixtures import params_with as report_params_with
 
 SAMPLE = REPO / "gpt1" / "sample_data"
 
 
 def params_with(**dotted: object) -> Params:
-    """The repository's params.yaml with `dotted` keys set, an analysis's tasks replaced whole
-    (as a preset sets them)."""
-    raw = read_yaml((REPO / "params.yaml").read_text(encoding="utf-8"))
-    _overlay(raw, nest(dotted), "", ANALYSIS_TASKS)
-    return parse_params(raw, REPO / "params.yaml")
+    """The repository's params.yaml with `dotted` keys set, an analysis's tasks replaced whole."""
+    return report_params_with(ANALYSIS_TASKS, **dotted)
+
 
 SAMPLE_TASKS = {"cola", "sst2", "mrpc", "rte", "stsb", "story_cloze"}  # its glue/ and more
 

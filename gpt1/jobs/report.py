@@ -31,7 +31,8 @@ def run_facts(params: Params, run: Run, root: Path, commit: dict[str, object]) -
         data_root=params.ingest.root, sample=is_sample(params.ingest.root, root),
         trained=where_trained(run.data.pretrain, run.data.finetune),
         # not the report's own (its last run's, where one is left in metrics/stages)
-        stages=stage_times(run.data.stages, resolve(params, root).stages()[:-1]),
+        stages=stage_times(run.data.stages,
+                           [s for s in resolve(params, root).stages() if s != "report"]),
         built=datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"))
 
 

@@ -104,10 +104,11 @@ def _read_stage(path: Path, stage: str, schema: type[Record], not_run: dict[str,
     return read_json(path, stage, schema)
 
 
-def read_finetune(params: Params, files: RunFiles, root: Path = Path()) -> dict[str, Result]:
+def read_finetune(params: Params, files: RunFiles, root: Path = Path(),
+                  not_run: dict[str, str] | None = None) -> dict[str, Result]:
     """Every registry task's metrics/finetune/<task>.json under `root` (why not, for a task
-    that is not fine-tuned)."""
-    not_run = resolve(params, root).not_run
+    that is not fine-tuned: `not_run`, gpt1.dag's, resolved here when not given)."""
+    not_run = resolve(params, root).not_run if not_run is None else not_run
     return {task: _read_stage(root / files.finetune / f"{task}.json", f"finetune@{task}",
                               FinetuneMetrics, not_run)
             for task in params.tasks}
@@ -145,7 +146,7 @@ def read_run(params: Params, files: RunFiles, root: Path = Path()) -> RunData:
     pretrain_lstm = (read_json(root / files.pretrain_lstm, "pretrain_control@lstm",
                                PretrainMetrics) if dag.control else None)
     lm_eval = read_json(root / files.lm_eval, "lm_eval", LmEvalMetrics)
-    finetune = read_finetune(params, files, root)
+    finetune = read_finetune(params, files, root, dag.not_run)
     ablation = {variant: {task: _read_stage(root / files.ablation / variant / f"{task}.json",
                                             f"ablation@{variant}-{task}", AblationMetrics,
                                             dag.not_run)
