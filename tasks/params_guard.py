@@ -1,7 +1,8 @@
 """The params dvc.lock records for a stage are the ones it ran with. DVC reads the params files
-after a stage's command ends and records those values in dvc.lock and in its run cache. A stage
-run by DVC fails if a param it declares changed while it ran (`check_params_unchanged`), records
-the values it ran with in its stage record, and leaves a watcher (`watch_lock`) for the moment
+after a stage's command ends and records those values in dvc.lock and in its run cache (and the
+md5 of a params file a stage depends on as a whole file, as the report does). A stage run by DVC
+fails if a param it declares (or such a file) changed while it ran (`check_params_unchanged`),
+records what it ran with in its stage record, and leaves a watcher (`watch_lock`) for the moment
 between its exit and DVC's lock write (a second or two, longer with large outputs to cache): once
 DVC has locked the run, the watcher puts right a lock that records other values (`repair`)."""
 
@@ -33,41 +34,58 @@ POLL_SECONDS = 0.1
 
 Texts = dict[str, str | None]  # params file -> its text (None: no such file)
 Declared = dict[str, list[str]]  # params file -> the keys a stage declares (none: the whole file)
-RanWith = list[dict[str, Any]]  # {"file", "key", "value"} of each declared param, as recorded
+# {"file", "key", "value"} of each declared param; {"file", "md5"} of a params file the stage
+# depends on as a file (its bytes, hashed as dvc.lock records a dependency's)
+RanWith = list[dict[str, Any]]
 
 
 def declared_params(root: Path, address: str, names: list[str] | None = None) -> Declared:
     """The params the stage at `address` (`pretrain`, `finetune@sst2`, `ablation@full-sst2`)
     declares, as DVC itself resolves them from its stage index (foreach, matrix and `${...}`
     interpolation alike): each params file (relative to `root`) with its keys (none: the whole
-    file). These are the values DVC records in dvc.lock once the stage succeeds. DVC resolves
-    every stage at once, kept in `DECLARED_CACHE` until dvc.yaml or a params file changes: the
-    stages of one `dvc repro` pay for DVC's import and resolution (a third of a second) once."""
+    file). These are the values DVC records in dvc.lock once the stage succeeds."""
+    return _declared(root, names)[address]["params"]
+
+
+def declared_files(root: Path, address: str, names: list[str] | None = None) -> list[str]:
+    """The params files (of `names`) the stage at `address` depends on as files (`deps:`), whose
+    md5 DVC records in dvc.lock once the stage succeeds: a comment's edit runs it again."""
+    return _declared(root, names)[address]["files"]
+
+
+def _declared(root: Path, names: list[str] | None) -> dict[str, dict[str, Any]]:
+    """Every stage's declared params and params files (`_resolve`). DVC resolves every stage at
+    once, kept in `DECLARED_CACHE` until dvc.yaml or a params file changes: the stages of one
+    `dvc repro` pay for DVC's import and resolution (a third of a second) once."""
     names = params_files(root) if names is None else names
     digest = hashlib.sha256()
     for name in ["dvc.yaml", *names]:
         path = root / name
         digest.update(name.encode() + b"\0" + (path.read_bytes() if path.is_file() else b"-"))
     cache = root / DECLARED_CACHE
-    with suppress(OSError, ValueError):
+    with suppress(OSError, ValueError, KeyError):
         kept = json.loads(cache.read_text(encoding="utf-8"))
-        if kept["key"] == digest.hexdigest() and address in kept["stages"]:
-            return kept["stages"][address]
-    stages = _resolve(root)
+        if kept["key"] == digest.hexdigest():
+            return kept["stages"]
+    stages = _resolve(root, names)
     write_text(cache, json.dumps({"key": digest.hexdigest(), "stages": stages}) + "\n")
-    return stages[address]
+    return stages
 
 
-def _resolve(root: Path) -> dict[str, Declared]:
-    """Every stage's declared params, by address, as DVC resolves them."""
+def _resolve(root: Path, names: list[str]) -> dict[str, dict[str, Any]]:
+    """Every stage's declared params (`params`) and the params files of `names` it depends on
+    as files (`files`), by address, as DVC resolves them."""
     # DVC is imported only here: a stage run by hand needs none of it
     from dvc.dependency.param import ParamsDependency
     from dvc.repo import Repo
 
     with Repo(str(root)) as repo:
-        return {stage.addressing: {dep.def_path: list(dep.params) for dep in stage.deps
-                                   if isinstance(dep, ParamsDependency)}
-                for stage in repo.index.stages}
+        return {stage.addressing: {
+            "params": {dep.def_path: list(dep.params) for dep in stage.deps
+                       if isinstance(dep, ParamsDependency)},
+            "files": [dep.def_path for dep in stage.deps
+                      if not isinstance(dep, ParamsDependency) and dep.def_path in names]}
+            for stage in repo.index.stages}
 
 
 def params_files(root: Path) -> list[str]:
@@ -80,8 +98,9 @@ def params_files(root: Path) -> list[str]:
 
 
 def read_files(root: Path, names: list[str]) -> Texts:
-    """The text of each of `names` under `root` (None for one that does not exist)."""
-    return {name: (root / name).read_text(encoding="utf-8") if (root / name).is_file() else None
+    """The text of each of `names` under `root` (None for one that does not exist), its line
+    ends as they are: its md5 is the file's."""
+    return {name: (root / name).read_bytes().decode("utf-8") if (root / name).is_file() else None
             for name in names}
 
 
@@ -109,19 +128,32 @@ def _named(params: list[tuple[str, str]]) -> str:
 
 def check_params_unchanged(root: Path, address: str, at_start: Texts) -> RanWith:
     """The params the stage at `address` declares, with the values it read at its start
-    (`at_start`: the params files then), for its record. Fails if any changed while it ran: DVC
-    reads the params files after the command ends, and would record the new value beside
-    outputs made with the old one. Asks DVC which keys the stage declares (`declared_params`)."""
-    declared = declared_params(root, address, list(at_start))
+    (`at_start`: the params files then), and the md5 of each params file it depends on as a
+    file, for its record. Fails if any changed while it ran: DVC reads the params files after
+    the command ends, and would record the new value beside outputs made with the old one. Asks
+    DVC what the stage declares (`declared_params`, `declared_files`)."""
+    names = list(at_start)
+    declared = declared_params(root, address, names)
+    files = declared_files(root, address, names)
     before = _values(at_start, declared)
-    now = read_files(root, list(at_start))
+    now = read_files(root, names)
     after = before if now == at_start else _values(now, declared)
     changed = [key for key in before if after[key] != before[key]]
+    changed += [(name, "") for name in files if now[name] != at_start[name]]
     if changed:
         raise ParamsError(f"{_named(changed)} changed while the stage ran; its outputs were made "
                           "with the values it read at the start, so it fails rather than let "
                           "dvc.lock record the new ones: run it again")
-    return [{"file": file, "key": key, "value": value} for (file, key), value in before.items()]
+    return [*({"file": file, "key": key, "value": value} for (file, key), value in before.items()),
+            *(_hashed(name, at_start[name]) for name in files)]
+
+
+def _hashed(name: str, text: str | None) -> dict[str, Any]:
+    """The params file `name` as dvc.lock records a file dependency of this text: its md5 and
+    size (None: no such file)."""
+    data = text.encode("utf-8") if text is not None else None
+    return {"file": name, "md5": hashlib.md5(data).hexdigest() if data is not None else None,
+            "size": len(data) if data is not None else None}
 
 
 def _canonical(value: object) -> str:
@@ -141,11 +173,16 @@ def _locked_value(params: dict[str, Any], file: str, key: str) -> object:
     return values if not key else values.get(key) if isinstance(values, dict) else None
 
 
-def mismatched(ran_with: RanWith, params: dict[str, Any]) -> list[tuple[str, str]]:
-    """The (file, key) of each param of `ran_with` whose value a dvc.lock (or run-cache) entry's
-    `params` records otherwise."""
-    return [(p["file"], p["key"]) for p in ran_with
-            if _canonical(_locked_value(params, p["file"], p["key"])) != _canonical(p["value"])]
+def mismatched(ran_with: RanWith, entry: dict[str, Any]) -> list[tuple[str, str]]:
+    """The (file, key) of each param of `ran_with` whose value a dvc.lock (or run-cache)
+    `entry` records otherwise in its `params`, and (file, "") of each params file whose md5 its
+    `deps` record otherwise."""
+    params = entry.get("params", {})
+    hashed = {dep.get("path"): dep.get("md5") for dep in entry.get("deps", [])}
+    return [(p["file"], p.get("key", "")) for p in ran_with
+            if ("md5" in p and hashed.get(p["file"]) != p["md5"])
+            or ("md5" not in p and _canonical(_locked_value(params, p["file"], p["key"]))
+                != _canonical(p["value"]))]
 
 
 def _md5(path: Path) -> str | None:
@@ -241,12 +278,28 @@ def _drop_run_cache(runs: Path, record: Path, md5: str, ran_with: RanWith) -> li
     for path in runs.glob("*/*/*"):
         text = path.read_text(encoding="utf-8")
         entry = read_yaml(text) if md5 in text else None
-        if entry and _holds(entry, record, md5) and mismatched(ran_with, entry.get("params", {})):
+        if entry and _holds(entry, record, md5) and mismatched(ran_with, entry):
             path.unlink()
             with suppress(OSError):  # DVC fails on a key's folder left empty
                 path.parent.rmdir()
             dropped.append(path)
     return dropped
+
+
+def _put_right(entry: dict[str, Any], ran_with: RanWith, wrong: list[tuple[str, str]]) -> None:
+    """Make the dvc.lock `entry` record what `ran_with` says for each (file, key) of `wrong`:
+    a param's value, or a params file's md5 and size as a dependency."""
+    for p in ran_with:
+        if (p["file"], p.get("key", "")) not in wrong:
+            continue
+        if "md5" in p:
+            dep = next(d for d in entry["deps"] if d.get("path") == p["file"])
+            dep["md5"] = p["md5"]
+            dep["size"] = p["size"]
+        elif p["key"]:
+            entry.setdefault("params", {}).setdefault(p["file"], {})[p["key"]] = p["value"]
+        else:
+            entry.setdefault("params", {})[p["file"]] = p["value"]
 
 
 def repair(root: Path, address: str, record: Path, md5: str,
@@ -266,17 +319,11 @@ def repair(root: Path, address: str, record: Path, md5: str,
         _lock_repo(repo.lock, seconds)
         try:
             entry = _lock_entry(root, address, md5)
-            wrong = mismatched(ran_with, entry.get("params", {})) if entry else []
+            wrong = mismatched(ran_with, entry) if entry else []
             if not wrong:
                 return []
-            values = {(p["file"], p["key"]): p["value"] for p in ran_with}
             with modify_yaml(str(root / "dvc.lock")) as lock:
-                params = lock["stages"][address].setdefault("params", {})
-                for file, key in wrong:
-                    if key:
-                        params.setdefault(file, {})[key] = values[(file, key)]
-                    else:
-                        params[file] = values[(file, key)]
+                _put_right(lock["stages"][address], ran_with, wrong)
             _drop_run_cache(Path(repo.stage_cache.cache_dir), record, md5, ran_with)
         finally:
             repo.lock.unlock()
@@ -291,7 +338,7 @@ def watch(root: Path, address: str, record: Path, md5: str, dvc_pid: int,
     (`repair`) and say so. Returns the params put right."""
     entry = wait_for_lock(root, address, record, md5, dvc_pid, seconds)
     ran_with = _ran_with(root / record, md5) if entry else None
-    if not entry or not ran_with or not mismatched(ran_with, entry.get("params", {})):
+    if not entry or not ran_with or not mismatched(ran_with, entry):
         return []
     wrong = repair(root, address, record, md5, seconds)
     if wrong:
