@@ -76,11 +76,11 @@ class Case:
 
 
 def _tiny_repo(tmp_path: Path) -> Path:
-    """The real ingest stage, on the tiny preset: the cheapest stage that declares params (its
-    code's fingerprint, stage `code`, written first)."""
+    """The real clean stage, on the tiny preset: the cheapest stage that declares params (what
+    it reads, ingest's corpus, and its code's fingerprint, stage `code`, written first)."""
     repo = copy_repo(tmp_path / "repo")
     run([sys.executable, "-m", "gpt1.cli", "preset", "tiny"], repo)
-    _dvc(repo, "repro", "code")
+    _dvc(repo, "repro", "ingest")
     return repo
 
 
@@ -155,8 +155,8 @@ def _watcher_said(repo: Path, said: str) -> None:
         time.sleep(0.2)
 
 
-CASES = {"ingest": (_tiny_repo, Case("ingest", Path("metrics/stages/ingest.json"), "ingest",
-                                     ("doc_chars",), 21000)),
+CASES = {"clean": (_tiny_repo, Case("clean", Path("metrics/stages/clean.json"), "clean",
+                                    ("min_chars",), 101)),
          "matrix": (_cell_repo, Case("cell@full-sst2", Path("metrics/stages/cell/full-sst2.json"),
                                      "analysis.ablation.tasks.sst2", (), [300]))}
 
