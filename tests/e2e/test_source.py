@@ -132,7 +132,7 @@ def test_fine_tunes_from_a_release_then_pretrains_again(tiny_repo: Path, shared_
     # back to pretraining here: the own path runs again
     _use(tiny_repo, "train", "data/shards")
     own = ran_stages(dvc("repro", cwd=tiny_repo).stdout)
-    assert own[:4] == ["bpe", "tokenize", "pretrain", "pretrain_control@lstm"]
+    assert own[:5] == ["ingest", "bpe", "tokenize", "pretrain", "pretrain_control@lstm"]
     assert "ablation@lstm-sst2" in own
     pretrained = _json(tiny_repo, "metrics/pretrain.json")
     assert "source" not in pretrained and pretrained["steps"] == 20

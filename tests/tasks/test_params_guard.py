@@ -55,7 +55,7 @@ stages:
     matrix:
       variant: [full]
       task: [sst2]
-    cmd: python cell.py
+    cmd: python stage.py
     params:
       - analysis.ablation.tasks.${item.task}
     outs:
@@ -84,17 +84,6 @@ def _tiny_repo(tmp_path: Path) -> Path:
     return repo
 
 
-def _cell_repo(tmp_path: Path) -> Path:
-    """A matrix stage's cell in a project of its own, run through `tasks.stage.main`."""
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    shutil.copy(REPO / "params.yaml", repo / "params.yaml")
-    (repo / "cell.py").write_text(CELL_STAGE)
-    (repo / "dvc.yaml").write_text(CELL_DVC_YAML)
-    Repo.init(str(repo), no_scm=True).close()
-    return repo
-
-
 # a stage that depends on params.yaml as a file, as the report does: dvc.lock records its md5
 PAGE_STAGE = """\
 from pathlib import Path
@@ -116,7 +105,7 @@ main("page", run, argv=[])
 PAGE_DVC_YAML = """\
 stages:
   page:
-    cmd: python page.py
+    cmd: python stage.py
     deps:
       - params.yaml
     outs:
@@ -127,14 +116,26 @@ stages:
 """
 
 
-def _page_repo(tmp_path: Path) -> Path:
+def _own_repo(tmp_path: Path, stage: str, dvc_yaml: str) -> Path:
+    """A project of its own: params.yaml, one stage's script (`stage.py`, run through
+    `tasks.stage.main`) and its dvc.yaml."""
     repo = tmp_path / "repo"
     repo.mkdir()
     shutil.copy(REPO / "params.yaml", repo / "params.yaml")
-    (repo / "page.py").write_text(PAGE_STAGE)
-    (repo / "dvc.yaml").write_text(PAGE_DVC_YAML)
+    (repo / "stage.py").write_text(stage)
+    (repo / "dvc.yaml").write_text(dvc_yaml)
     Repo.init(str(repo), no_scm=True).close()
     return repo
+
+
+def _cell_repo(tmp_path: Path) -> Path:
+    """A matrix stage's cell."""
+    return _own_repo(tmp_path, CELL_STAGE, CELL_DVC_YAML)
+
+
+def _page_repo(tmp_path: Path) -> Path:
+    """A stage that depends on params.yaml as a file."""
+    return _own_repo(tmp_path, PAGE_STAGE, PAGE_DVC_YAML)
 
 
 def _late_edit_path(tmp_path: Path, key: str, value: object) -> str:
