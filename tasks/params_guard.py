@@ -1,6 +1,6 @@
 """The params dvc.lock records for a stage are the ones it ran with. DVC reads the params files
 after a stage's command ends and records those values in dvc.lock and in its run cache (and the
-md5 of a params file a stage depends on as a whole file, as the report does). A stage run by DVC
+md5 of a params file a stage depends on as a file, as ingest and the report do). A stage run by DVC
 fails if a param it declares (or such a file) changed while it ran (`check_params_unchanged`),
 records what it ran with in its stage record, and leaves a watcher (`watch_lock`) for the moment
 between its exit and DVC's lock write (a second or two, longer with large outputs to cache): once
@@ -28,14 +28,15 @@ from gpt1.config import ParamsError, read_yaml
 log = logging.getLogger(__name__)
 
 DECLARED_CACHE = Path(".dvc/tmp/gpt1-declared-params.json")  # every stage's, for one dvc.yaml
+CACHE_FORMAT = b"params and files\0"  # in its key: a cache an older layout wrote is not read
 WATCH_LOG = Path(".dvc/tmp/gpt1-params-guard.log")  # what watchers say, DVC's stderr no terminal
 WATCH_SECONDS = 3600.0  # the most a watcher waits for DVC to lock its run (hashing large outputs)
 POLL_SECONDS = 0.1
 
 Texts = dict[str, str | None]  # params file -> its text (None: no such file)
 Declared = dict[str, list[str]]  # params file -> the keys a stage declares (none: the whole file)
-# {"file", "key", "value"} of each declared param; {"file", "md5"} of a params file the stage
-# depends on as a file (its bytes, hashed as dvc.lock records a dependency's)
+# {"file", "key", "value"} of each declared param; {"file", "md5", "size"} of a params file the
+# stage depends on as a file (its bytes, as dvc.lock records a dependency)
 RanWith = list[dict[str, Any]]
 
 
@@ -58,7 +59,7 @@ def _declared(root: Path, names: list[str] | None) -> dict[str, dict[str, Any]]:
     once, kept in `DECLARED_CACHE` until dvc.yaml or a params file changes: the stages of one
     `dvc repro` pay for DVC's import and resolution (a third of a second) once."""
     names = params_files(root) if names is None else names
-    digest = hashlib.sha256()
+    digest = hashlib.sha256(CACHE_FORMAT)
     for name in ["dvc.yaml", *names]:
         path = root / name
         digest.update(name.encode() + b"\0" + (path.read_bytes() if path.is_file() else b"-"))
