@@ -40,18 +40,13 @@ Declared = dict[str, list[str]]  # params file -> the keys a stage declares (non
 RanWith = list[dict[str, Any]]
 
 
-def declared_params(root: Path, address: str, names: list[str] | None = None) -> Declared:
-    """The params the stage at `address` (`pretrain`, `finetune@sst2`, `ablation@full-sst2`)
-    declares, as DVC itself resolves them from its stage index (foreach, matrix and `${...}`
-    interpolation alike): each params file (relative to `root`) with its keys (none: the whole
-    file). These are the values DVC records in dvc.lock once the stage succeeds."""
-    return _declared(root, names)[address]["params"]
-
-
-def declared_files(root: Path, address: str, names: list[str] | None = None) -> list[str]:
-    """The params files (of `names`) the stage at `address` depends on as files (`deps:`), whose
-    md5 DVC records in dvc.lock once the stage succeeds: a comment's edit runs it again."""
-    return _declared(root, names)[address]["files"]
+def declared(root: Path, address: str, names: list[str] | None = None) -> dict[str, Any]:
+    """What the stage at `address` (`pretrain`, `finetune@sst2`, `ablation@full-sst2`) declares,
+    as DVC itself resolves it from its stage index (foreach, matrix and `${...}` interpolation
+    alike): under `params`, each params file (relative to `root`) with its keys (none: the whole
+    file), whose values DVC records in dvc.lock once the stage succeeds; under `files`, the params
+    files (of `names`) it depends on as files (`deps:`), whose md5 DVC records instead."""
+    return _declared(root, names)[address]
 
 
 def _declared(root: Path, names: list[str] | None) -> dict[str, dict[str, Any]]:
@@ -132,13 +127,13 @@ def check_params_unchanged(root: Path, address: str, at_start: Texts) -> RanWith
     (`at_start`: the params files then), and the md5 of each params file it depends on as a
     file, for its record. Fails if any changed while it ran: DVC reads the params files after
     the command ends, and would record the new value beside outputs made with the old one. Asks
-    DVC what the stage declares (`declared_params`, `declared_files`)."""
+    DVC what the stage declares (`declared`)."""
     names = list(at_start)
-    declared = declared_params(root, address, names)
-    files = declared_files(root, address, names)
-    before = _values(at_start, declared)
+    stage = declared(root, address, names)
+    files = stage["files"]
+    before = _values(at_start, stage["params"])
     now = read_files(root, names)
-    after = before if now == at_start else _values(now, declared)
+    after = before if now == at_start else _values(now, stage["params"])
     changed = [key for key in before if after[key] != before[key]]
     changed += [(name, "") for name in files if now[name] != at_start[name]]
     if changed:

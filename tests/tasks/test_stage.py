@@ -24,7 +24,7 @@ from gpt1.config import Params
 from gpt1.errors import DataFormatError, InputError, MissingInputError, is_input_error
 from gpt1.presets.edit import nest, update_params
 from gpt1.training.divergence import TrainingDiverged
-from tasks.params_guard import declared_params, params_files
+from tasks.params_guard import declared, params_files
 from tasks.stage import (
     checkout_commit,
     main,
@@ -40,10 +40,10 @@ from tests.stage_shell import run_stage
 def test_declared_params_are_what_dvc_resolves_for_every_stage_form() -> None:
     """Read against dvc.yaml's text: a plain stage, a foreach cell (${item}), a matrix cell
     (${item.task})."""
-    assert declared_params(REPO, "pretrain") == {"params.yaml": ["model", "pretrain"]}
-    assert declared_params(REPO, "finetune@sst2") == {
+    assert declared(REPO, "pretrain")["params"] == {"params.yaml": ["model", "pretrain"]}
+    assert declared(REPO, "finetune@sst2")["params"] == {
         "params.yaml": ["finetune.seeds", "finetune.train"]}
-    ablation = declared_params(REPO, "ablation@no_aux-sst2")["params.yaml"]
+    ablation = declared(REPO, "ablation@no_aux-sst2")["params"]["params.yaml"]
     assert {"analysis.ablation.tasks.sst2", "finetune.train"} <= set(ablation)
     assert not any("$" in key or "None" in key for key in ablation)
 
