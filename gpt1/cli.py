@@ -243,8 +243,8 @@ def predict(
     device: Annotated[str, typer.Option(help="auto (a GPU when there is one) | cpu | cuda | "
                                              "cuda:N")] = "auto",
     precision: Annotated[str, typer.Option(
-        help="fp32 | bf16 (bf16 autocast, faster: on CUDA or a CPU with native bf16, AMX or "
-             "AVX512-BF16; refused on other CPUs) | auto (bf16 where native, else fp32)")
+        help="fp32 | bf16 (bf16 autocast: faster on CUDA or a CPU with AMX, slower with "
+             "AVX512-BF16 alone, refused on other CPUs) | auto (bf16 on CUDA and AMX, else fp32)")
     ] = "fp32",
 ) -> None:
     """Score a table with a fine-tuned model: its rows with the predicted label and each

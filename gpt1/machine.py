@@ -15,8 +15,16 @@ def cpu_has_native_bf16() -> bool:
     others, oneDNN emulates bf16 and it is slower than fp32."""
     import torch  # imported here, as in `machine`
 
-    probes = ("_is_amx_tile_supported", "_is_avx512_bf16_supported")
-    return any(getattr(torch.cpu, probe, lambda: False)() for probe in probes)
+    return cpu_has_amx() or bool(getattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False)())
+
+
+def cpu_has_amx() -> bool:
+    """Whether this CPU has AMX tiles, the one CPU hardware where bf16 autocast trains faster
+    than fp32: AVX512-BF16 alone computes bf16 natively yet measured slower than fp32
+    (bench/results/findings.md, "bf16 autocast on a CPU without AMX")."""
+    import torch
+
+    return bool(getattr(torch.cpu, "_is_amx_tile_supported", lambda: False)())
 
 
 def machine() -> dict[str, Any]:
@@ -28,7 +36,7 @@ def machine() -> dict[str, Any]:
     info: dict[str, Any] = {"python": platform.python_version(), "torch": torch.__version__,
                             "cpu": platform.processor() or platform.machine(),
                             "cpu_capability": torch.backends.cpu.get_cpu_capability(),
-                            "native_bf16": cpu_has_native_bf16(),
+                            "native_bf16": cpu_has_native_bf16(), "amx": cpu_has_amx(),
                             "threads": torch.get_num_threads()}
     if torch.cuda.is_available():
         info["gpu"] = torch.cuda.get_device_name()
@@ -39,7 +47,8 @@ def machine_line(info: dict[str, Any]) -> str:
     """`info` (from `machine`) in one line."""
     gpu = f", GPU {info['gpu']}" if "gpu" in info else ""
     # recorded since the quick start is sized for CPUs without it; older results lack the key
-    bf16 = " (native bf16)" if info.get("native_bf16") else ""
+    bf16 = (" (native bf16, AMX)" if info.get("amx") else
+            " (native bf16)" if info.get("native_bf16") else "")
     return (f"machine: CPU {info['cpu']} with {info['cpu_capability']} kernels{bf16}, "
             f"{info['threads']} torch thread{'s' if info['threads'] != 1 else ''}{gpu}; "
             f"torch {info['torch']}, Python {info['python']}")

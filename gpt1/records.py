@@ -128,6 +128,7 @@ class Machine(Record):
     python: str
     gpu: str = None  # only with a GPU
     native_bf16: bool | None = None  # older files lack it
+    amx: bool | None = None  # older files lack it
 
 
 class Compute(Record):

@@ -2,15 +2,20 @@
 scaling as `F.dropout`, from a generator faster than torch's CPU generator, filled a chunk at a
 time on as many threads as torch uses. On other devices, torch's own dropout (Philox on CUDA) is
 already fast and is used, as it is in a graph torch.compile traces.
-Measured: bench/results/findings.md ("Dropout: numpy's PCG64 against torch's bernoulli_").
+Measured: bench/results/findings.md ("Dropout: numpy's PCG64 against torch's bernoulli_", and
+"Dropout masks from 16-bit words").
 
-Each mask's seed is drawn from torch's generator, so `torch.manual_seed` and the RNG states a
-checkpoint saves still fix every mask. A mask is the stream of one PCG64 seeded so, whatever the
-number of threads: each chunk's generator is advanced to where the chunk starts in it.
+Each element's draw is a 16-bit word of PCG64's raw 64-bit outputs (four an output, least
+significant first), kept where it is >= p rounded up to a multiple of 2^-16 (p = 0.1 drops with
+probability 0.100006): a quarter of the generator's work of float32 draws, and no conversion to
+float. Each mask's seed is drawn from torch's generator, so `torch.manual_seed` and the RNG
+states a checkpoint saves still fix every mask. A mask is the stream of one PCG64 seeded so,
+whatever the number of threads: each chunk's generator is advanced to where the chunk starts.
 """
 
 from __future__ import annotations
 
+import math
 import os
 from concurrent.futures import ThreadPoolExecutor
 
@@ -20,9 +25,11 @@ import torch.nn.functional as F
 from torch import nn
 from torch.profiler import record_function
 
-# Draws per chunk: even (numpy makes two float32 draws of each 64-bit output), and small enough
-# that a residual's mask (batch x context x width) splits between the threads.
+# Draws per chunk: a multiple of WORDS (whole outputs), and small enough that a residual's mask
+# (batch x context x width) splits between the threads.
 CHUNK_DRAWS = 1 << 18
+WORD_BITS = 16
+WORDS = 64 // WORD_BITS  # draws per raw output of the generator
 
 _pools: dict[tuple[int, int], ThreadPoolExecutor] = {}
 
@@ -36,16 +43,20 @@ def _pool(threads: int) -> ThreadPoolExecutor:
 
 
 def keep_scale_mask(seed: int, numel: int, p: float) -> np.ndarray:
-    """`numel` float32s, 1 / (1 - p) where PCG64(seed)'s uniform float32 draw is >= p, else 0."""
+    """`numel` float32s, 1 / (1 - p) where PCG64(seed)'s 16-bit word is >= ceil(p * 2^16), else 0
+    (p in (0, 1))."""
     scaled = np.empty(numel, dtype=np.float32)
-    threshold, scale = np.float32(p), np.float32(1.0 / (1.0 - p))
+    threshold = np.uint16(min(math.ceil(p * 2**WORD_BITS), 2**WORD_BITS - 1))
+    scale = np.float32(1.0 / (1.0 - p))
 
     def fill(start: int) -> None:
         chunk = scaled[start:start + CHUNK_DRAWS]
         bits = np.random.PCG64(seed)
-        bits.advance(start // 2)
-        np.random.Generator(bits).random(out=chunk, dtype=np.float32)
-        np.multiply(chunk >= threshold, scale, out=chunk)  # in the draws' memory
+        bits.advance(start // WORDS)
+        # little-endian whatever the machine: an output's least significant word comes first
+        raw = bits.random_raw(-(-len(chunk) // WORDS)).astype("<u8", copy=False)
+        words = raw.view("<u2")[:len(chunk)]
+        np.multiply(words >= threshold, scale, out=chunk)
 
     starts = range(0, numel, CHUNK_DRAWS)
     threads = min(torch.get_num_threads(), len(starts))

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from gpt1.errors import InputError
-from gpt1.machine import cpu_has_native_bf16, machine
+from gpt1.machine import cpu_has_amx, cpu_has_native_bf16, machine
 from gpt1.training.allocator import keep_freed_memory
 
 if TYPE_CHECKING:
@@ -27,11 +27,11 @@ def resolve_device(name: str) -> torch.device:
 
 
 def resolve_dtype(precision: str, device: torch.device) -> torch.dtype:
-    """`auto` is bf16 autocast where the hardware computes bf16 natively (CUDA; CPUs with AMX
-    or AVX512-BF16), fp32 elsewhere."""
+    """`auto` is bf16 autocast where it trains faster than fp32 (CUDA; CPUs with AMX), fp32
+    elsewhere: on a CPU with AVX512-BF16 but no AMX too, where bf16 measured slower."""
     if precision == "auto":
-        native = device.type == "cuda" or (device.type == "cpu" and cpu_has_native_bf16())
-        return torch.bfloat16 if native else torch.float32
+        faster = device.type == "cuda" or (device.type == "cpu" and cpu_has_amx())
+        return torch.bfloat16 if faster else torch.float32
     return {"fp32": torch.float32, "bf16": torch.bfloat16}[precision]
 
 

@@ -280,9 +280,11 @@ def test_the_stage_scores_files_predict_for_every_family(
                    == pytest.approx(1.0) for row in rows)
 
 
-def native_bf16(monkeypatch: pytest.MonkeyPatch, present: bool) -> None:
-    """This CPU as one with native bf16 or without, where `inference_dtype` looks it up."""
-    monkeypatch.setattr(gpt1.training.device, "cpu_has_native_bf16", lambda: present)
+def native_bf16(monkeypatch: pytest.MonkeyPatch, present: bool, amx: bool = False) -> None:
+    """This CPU as one with native bf16 or without, and with AMX or without, where
+    `inference_dtype` looks them up."""
+    monkeypatch.setattr(gpt1.training.device, "cpu_has_native_bf16", lambda: present or amx)
+    monkeypatch.setattr(gpt1.training.device, "cpu_has_amx", lambda: amx)
 
 
 def test_bf16_is_refused_where_the_cpu_would_emulate_it(
@@ -318,7 +320,10 @@ def test_inference_dtype_refuses_only_emulated_bf16(monkeypatch: pytest.MonkeyPa
         inference_dtype("bf16", cpu, "--precision")
     assert inference_dtype("auto", cpu) == inference_dtype("fp32", cpu) == torch.float32
     assert inference_dtype("bf16", cuda) == inference_dtype("auto", cuda) == torch.bfloat16
-    native_bf16(monkeypatch, True)
+    native_bf16(monkeypatch, True)  # AVX512-BF16 alone: bf16 where asked, auto stays fp32
+    assert inference_dtype("bf16", cpu) == torch.bfloat16
+    assert inference_dtype("auto", cpu) == torch.float32
+    native_bf16(monkeypatch, True, amx=True)
     assert inference_dtype("bf16", cpu) == inference_dtype("auto", cpu) == torch.bfloat16
 
 

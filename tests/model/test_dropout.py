@@ -31,10 +31,13 @@ def test_masks_follow_torchs_seed() -> None:
 
 
 def test_a_mask_is_one_pcg64_stream_whatever_the_threads() -> None:
-    # restated: kept where PCG64(seed)'s uniform float32 draws, in order, are >= p
+    # restated: PCG64(seed)'s raw 64-bit outputs cut into 16-bit words, least significant first;
+    # kept where a word, as a fraction of 2^16, is not below p (rounded up to such a fraction)
     n, p, seed = 3 * CHUNK_DRAWS + 10, 0.1, 1234
-    draws = np.random.Generator(np.random.PCG64(seed)).random(n, dtype=np.float32)
-    want = np.where(draws >= np.float32(p), np.float32(1 / (1 - p)), np.float32(0))
+    outputs = np.random.PCG64(seed).random_raw(n // 4 + 1)
+    words = [(int(out) >> shift) & 0xFFFF for out in outputs for shift in (0, 16, 32, 48)][:n]
+    kept = np.array(words) >= 6554  # 0.1 * 65536 = 6553.6, rounded up
+    want = np.where(kept, np.float32(1 / (1 - p)), np.float32(0))
     threads = torch.get_num_threads()
     try:
         for count in (1, 2, 3):
@@ -42,6 +45,14 @@ def test_a_mask_is_one_pcg64_stream_whatever_the_threads() -> None:
             assert np.array_equal(keep_scale_mask(seed, n, p), want), count
     finally:
         torch.set_num_threads(threads)
+
+
+def test_a_small_p_drops_at_least_one_word_in_65536() -> None:
+    # p below 2^-16 still drops (rounded up), and p just below 1 still keeps a word in 65,536
+    mask = keep_scale_mask(7, 4 * 65536, 1e-9)
+    assert 0 < (mask == 0).sum() < 16  # expected 4
+    mask = keep_scale_mask(7, 4 * 65536, 1 - 1e-9)
+    assert 0 < (mask != 0).sum() < 16
 
 
 def test_dropout_add_is_the_residual_plus_the_dropped_branch() -> None:

@@ -121,14 +121,17 @@ def test_the_machine_line_names_the_cpu_capability_threads_and_versions() -> Non
     info = machine()
     assert info["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
     assert info["threads"] == torch.get_num_threads()
+    assert info["amx"] == torch.cpu._is_amx_tile_supported()
     assert info["native_bf16"] == bool(torch.cpu._is_amx_tile_supported()
                                        or torch.cpu._is_avx512_bf16_supported())
     line = machine_line({"python": "3.11.2", "torch": "2.9.0", "cpu": "x86_64",
                          "cpu_capability": "AVX2", "threads": 2})
     assert line == ("machine: CPU x86_64 with AVX2 kernels, 2 torch threads; torch 2.9.0, "
                     "Python 3.11.2")
-    assert "with AMX kernels (native bf16)," in machine_line(
-        {**info, "cpu_capability": "AMX", "native_bf16": True})
+    assert "with AVX512 kernels (native bf16)," in machine_line(
+        {**info, "cpu_capability": "AVX512", "native_bf16": True, "amx": False})
+    assert "with AVX512 kernels (native bf16, AMX)," in machine_line(
+        {**info, "cpu_capability": "AVX512", "native_bf16": True, "amx": True})
     assert ", GPU H100" in machine_line({**info, "gpu": "H100"})
     assert "kernels, 1 torch thread;" in machine_line({**info, "cpu_capability": "AVX2",
                                                       "native_bf16": False, "threads": 1})

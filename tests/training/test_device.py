@@ -30,9 +30,10 @@ def test_resolve_device() -> None:
 
 def test_resolve_dtype(monkeypatch: pytest.MonkeyPatch) -> None:
     cpu, cuda = torch.device("cpu"), torch.device("cuda")
-    for native, expected in ((False, torch.float32), (True, torch.bfloat16)):
-        monkeypatch.setattr(gpt1.training.device, "cpu_has_native_bf16",
-                            lambda native=native: native)
+    # auto: bf16 on a CPU with AMX only; AVX512-BF16 alone (native bf16) stays fp32
+    monkeypatch.setattr(gpt1.training.device, "cpu_has_native_bf16", lambda: True)
+    for amx, expected in ((False, torch.float32), (True, torch.bfloat16)):
+        monkeypatch.setattr(gpt1.training.device, "cpu_has_amx", lambda amx=amx: amx)
         assert resolve_dtype("auto", cpu) == expected
     assert resolve_dtype("auto", cuda) == torch.bfloat16
     assert resolve_dtype("fp32", cuda) == torch.float32
@@ -51,7 +52,7 @@ def test_placement_pairs_the_device_with_its_dtype(monkeypatch: pytest.MonkeyPat
     cpu = torch.device("cpu")
     assert placement("cpu", "fp32") == Placement(cpu, torch.float32)
     assert placement("cpu", "bf16") == Placement(cpu, torch.bfloat16)
-    monkeypatch.setattr(gpt1.training.device, "cpu_has_native_bf16", lambda: False)
+    monkeypatch.setattr(gpt1.training.device, "cpu_has_amx", lambda: False)
     assert placement("cpu", "auto") == Placement(cpu, torch.float32)
     # a group places each process; on the CPU, all of them on the one device
     assert placement(Group(rank=1, world_size=2, local_rank=1).device("cpu"), "fp32").device == cpu
