@@ -1,7 +1,8 @@
 """Pretraining throughput: our training loop (`gpt1.training.pretrain_loop.pretrain`, under the
-default precision policy) against HuggingFace's `OpenAIGPTLMHeadModel` in fp32 and, where bf16 is
-native, under bf16 autocast, same architecture, batch and sequence length, alternating in one run;
-the ratio is against the fastest transformers run; MFU against a matmul peak measured in this run.
+default precision policy) against HuggingFace's `OpenAIGPTLMHeadModel` in fp32 and, where the
+policy trains in bf16 (CUDA, a CPU with AMX), under bf16 autocast, same architecture, batch and
+sequence length, alternating in one run; the ratio is against the fastest transformers run; MFU
+against a matmul peak measured in this run.
 
     python -m bench.train_step                      # params.yaml's model and batch, on the CPU
     python -m bench.train_step --preset paper --device cuda --compile
@@ -13,10 +14,10 @@ rotating each round; within every run, `--warmup` steps come before the clock st
 `--compile` adds the `torch.compile`d runs: ours (`pretrain.compile`) and transformers' model
 under the policy's dtype, each beside its eager run, so that transformers is met at its best.
 
-Where the precision policy trains in bf16 (hardware that computes it natively), our loop also
+Where the precision policy trains in bf16 (where it is faster: CUDA, AMX), our loop also
 trains 200 steps in fp32 and in bf16 autocast from the same initialisation and batches, and the
 two loss curves are compared; `--curve-steps N` sets the length (0 skips, and N > 0 forces the
-curves where bf16 is emulated, which is slow).
+curves where the policy trains in fp32).
 """
 
 from __future__ import annotations
@@ -176,9 +177,10 @@ class Side:
 
 
 def sides(setup: Setup, dtype: torch.dtype) -> dict[str, Side]:
-    """Ours, and transformers in fp32 and, where the policy picked bf16 (computed natively
-    here), under bf16 autocast too: the reference at each setting a user would choose; with
-    `setup.compiled`, ours and transformers under `dtype` through `torch.compile` too."""
+    """Ours, and transformers in fp32 and, where the policy picked bf16 (CUDA, AMX; or
+    `--precision bf16`), under bf16 autocast too: the reference at each setting a user would
+    choose; with `setup.compiled`, ours and transformers under `dtype` through `torch.compile`
+    too."""
     name = str(dtype).removeprefix("torch.")
     runs = {"ours": Side(lambda clock: ours(setup, clock=clock), dtype, reference=False)}
     if setup.compiled:
@@ -267,8 +269,8 @@ def run(setup: Setup, repeats: int, curve_steps: int | None, profile: bool = Fal
         "MFU: tokens/s x training FLOPs per token over the peak of a large matmul in the same "
         "dtype, measured in this run (a datasheet peak is higher)",
         "ratio: against the fastest transformers run (OpenAIGPTLMHeadModel; under bf16 autocast "
-        "too where bf16 is native; with --compile, through torch.compile too)",
-        "targets: ratio >= 2.0 where bf16 is native (CPU or GPU); on an fp32-only CPU, "
+        "too where ours trains in bf16; with --compile, through torch.compile too)",
+        "targets: ratio >= 2.0 where the policy trains in bf16 (CUDA, AMX); elsewhere (fp32), "
         "MFU >= 70%"]
     result: dict[str, Any] = {"tokens_per_second": tok_s, "flops_per_token": flops,
                               "peak_flops": peak[dtype]}
@@ -282,8 +284,8 @@ def run(setup: Setup, repeats: int, curve_steps: int | None, profile: bool = Fal
     if curve_steps is None:
         curve_steps = CURVE_STEPS if dtype == torch.bfloat16 else 0
         if not curve_steps:
-            table.notes.append("no bf16 loss curve: this device does not compute bf16 natively, "
-                               "so the policy trains in fp32 (--curve-steps N forces one)")
+            table.notes.append("no bf16 loss curve: the policy trains in fp32 here (bf16 is faster "
+                               "only on CUDA and AMX; --curve-steps N forces one)")
     if curve_steps:
         curves = loss_curves(setup, curve_steps)
         window = max(1, curve_steps // 10)

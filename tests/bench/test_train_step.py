@@ -49,9 +49,9 @@ def test_train_step_bench_writes_its_table(tmp_path: Path) -> None:
     assert first["bf16 loss"] == pytest.approx(first["fp32 loss"], rel=0.02)
 
 
-def test_the_reference_runs_in_bf16_where_bf16_is_native(
+def test_the_reference_runs_in_bf16_where_the_policy_trains_in_bf16(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("gpt1.training.device.cpu_has_native_bf16", lambda: True)
+    monkeypatch.setattr("gpt1.training.device.cpu_has_amx", lambda: True)
     # this CPU may emulate bf16, where one peak-sized matmul takes many seconds: rows, not
     # figures, are what this checks
     monkeypatch.setattr(train_step, "measure_peak_flops", lambda *_: 1e11)
@@ -66,7 +66,7 @@ def test_the_reference_runs_in_bf16_where_bf16_is_native(
 def test_compile_adds_the_compiled_sides(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Ours eager and compiled against transformers in fp32 and compiled, in one run, each side
     also profiled; the warm-up covers compilation."""
-    monkeypatch.setattr("gpt1.training.device.cpu_has_native_bf16", lambda: False)
+    monkeypatch.setattr("gpt1.training.device.cpu_has_amx", lambda: False)
     monkeypatch.setattr(train_step, "measure_peak_flops", lambda *_: 1e11)
     # the model of test_pretrain's compiled run (no dropout, which it compares with eager): a
     # worker that ran one finds the other's kernels in inductor's cache
@@ -108,8 +108,9 @@ def test_curve_gap_is_relative_to_fp32() -> None:
     assert train_step.curve_gap(curves, window=2) == pytest.approx(0.02 / 6)
 
 
-def test_no_curve_where_bf16_is_emulated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("gpt1.training.device.cpu_has_native_bf16", lambda: False)
+def test_no_curve_where_the_policy_trains_in_fp32(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("gpt1.training.device.cpu_has_amx", lambda: False)
     path = train_step.main(["--tiny", "--repeats", "1", "--steps", "1", "--warmup", "1",
                             "--out", str(tmp_path)])
     (table,) = json.loads(path.read_text())["tables"]
