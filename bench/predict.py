@@ -422,7 +422,7 @@ def predict_rss(model_dir: Path, source: Path, out: Path, batch_size: int,
     """`gpt1 predict` on `source` in a fresh process of `threads` torch threads
     (OMP_NUM_THREADS): its peak RSS in MiB and its seconds (`peak_rss`)."""
     return peak_rss([sys.executable, "-m", "gpt1.cli", "predict", "--model", str(model_dir),
-                     "--input", str(source), "--out", str(out), "--batch-size",
+                     "--input", str(source), "--out", str(out), "--force", "--batch-size",
                      str(batch_size), "--device", "cpu"],
                     {**os.environ, "OMP_NUM_THREADS": str(threads)})
 

@@ -11,11 +11,13 @@ from flows.pipeline import run_stages
 
 
 @flow(name="finetune", log_prints=True)
-def finetune(task: str, repo_root: str = ".", force: bool = False) -> dict[str, bool]:
-    """Bring `finetune@<task>` up to date (`force`: re-run it even if unchanged), then the
-    report; upstream stages run only if something they depend on changed. Returns stage ->
-    whether it ran."""
-    return run_stages(Path(repo_root).resolve(), f"finetune@{task}", force)
+def finetune(task: str, force: bool = False) -> dict[str, bool]:
+    """Bring `finetune@<task>` of the checkout this runs in up to date (`force`: re-run it even
+    if unchanged), then the report; upstream stages run only if something they depend on
+    changed. Returns stage -> whether it ran."""
+    root = Path.cwd()
+    check_task(root, task)
+    return run_stages(root, f"finetune@{task}", force)
 
 
 if __name__ == "__main__":

@@ -11,10 +11,11 @@ from flows.pipeline import run_stages
 
 
 @flow(name="full-pipeline", log_prints=True)
-def full_pipeline(repo_root: str = ".", force: bool = False) -> dict[str, bool]:
-    """Run the whole DAG like `dvc repro` (`force`: re-run every stage, like `dvc repro -f`).
-    Returns stage -> whether it ran (False: DVC found it up to date)."""
-    return run_stages(Path(repo_root).resolve(), force=force)
+def full_pipeline(force: bool = False) -> dict[str, bool]:
+    """Run the whole DAG of the checkout this runs in like `dvc repro` (`force`: re-run every
+    stage, like `dvc repro -f`). Returns stage -> whether it ran (False: DVC found it up to
+    date)."""
+    return run_stages(Path.cwd(), force=force)
 
 
 if __name__ == "__main__":

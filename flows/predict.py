@@ -11,10 +11,11 @@ from prefect.artifacts import create_table_artifact
 from flows.cli import check_task, parser, run_flow
 from flows.pipeline import run_upstream
 from gpt1.config import load_params
+from gpt1.destinations import check_destination
 from gpt1.errors import is_input_error
 from tasks.paths import FINETUNE_DIR
 
-SCORED = Path("scored")  # where a flow run writes by default: scored/<task>/<input stem>.parquet
+SCORED = Path("scored")  # where a flow run writes: scored/<task>/<input stem>.parquet
 PREVIEW_ROWS = 20  # rows of the predictions shown in the UI
 
 
@@ -45,16 +46,19 @@ def _preview(out: Path, rows: int) -> None:
 
 
 @flow(name="predict", log_prints=True)
-def predict(task: str, input: str, out: str | None = None, repo_root: str = ".") -> str:
-    """Score `input` (a CSV, TSV, JSON Lines or Parquet file; relative paths from the
-    checkout) with the fine-tuned model of `task`, into `out` (default
-    `scored/<task>/<input's name>.parquet`); first `finetune@<task>` is brought up to date as
-    `dvc repro` would. Returns the path written."""
-    root = Path(repo_root).resolve()
+def predict(task: str, input: str) -> str:
+    """Score `input` (a CSV, TSV, JSON Lines or Parquet file; relative paths from the checkout
+    this runs in) with the fine-tuned model of `task`, into `scored/<task>/<input's
+    name>.parquet` (a later run on a file of that name replaces it); first `finetune@<task>`
+    is brought up to date as `dvc repro` would. Returns the path written. Its parameters are
+    the task and the file only: whoever may trigger the deployment chooses no path written."""
+    root = Path.cwd()
+    check_task(root, task)
     flows = load_params(root / "params.yaml").flows
-    run_upstream(root, f"finetune@{task}")
     source = Path(input) if Path(input).is_absolute() else root / input
-    dest = root / (out or SCORED / task / f"{source.stem}.parquet")
+    dest = root / SCORED / task / f"{source.stem}.parquet"
+    check_destination(dest, option="the flow's predictions", inputs=(source,), force=True)
+    run_upstream(root, f"finetune@{task}")
     rows = score.with_options(retries=flows.retries, retry_delay_seconds=flows.retry_delay_seconds)(
         task, root / FINETUNE_DIR / task, source, dest)
     _preview(dest, rows)
@@ -64,8 +68,8 @@ def predict(task: str, input: str, out: str | None = None, repo_root: str = ".")
 if __name__ == "__main__":
     command = parser("flows.predict", __doc__)
     command.add_argument("task", help="a task of the registry (params.yaml `tasks`)")
-    command.add_argument("input", help="the table to score (CSV, TSV, JSON Lines, Parquet)")
-    command.add_argument("--out", help="where to write (default scored/<task>/<input>.parquet)")
+    command.add_argument("input", help="the table to score (CSV, TSV, JSON Lines, Parquet); "
+                                       "written to scored/<task>/<input's name>.parquet")
     args = command.parse_args()
-    run_flow(lambda: predict(args.task, args.input, args.out),
+    run_flow(lambda: predict(args.task, args.input),
              lambda: check_task(Path.cwd(), args.task))

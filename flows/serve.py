@@ -96,8 +96,9 @@ def stop_server(proc: subprocess.Popen, grace: float = 30) -> None:
     proc.wait()
 
 
-def serve_deployments(repo_root: Path) -> None:
-    """Register the deployments and execute their runs here until interrupted."""
+def serve_deployments() -> None:
+    """Register the deployments and execute their runs here, on the checkout in this process's
+    working folder, until interrupted."""
     # imported only now: Prefect reads PREFECT_API_URL and PREFECT_HOME when it is imported
     from prefect import serve
 
@@ -105,10 +106,9 @@ def serve_deployments(repo_root: Path) -> None:
     from flows.full_pipeline import full_pipeline
     from flows.predict import predict
 
-    root = {"repo_root": str(repo_root)}
-    serve(full_pipeline.to_deployment(name="default", parameters=root),
-          finetune.to_deployment(name="default", parameters=root),
-          predict.to_deployment(name="default", parameters=root))
+    # no parameter names a path: a run works on the checkout this process serves from
+    serve(full_pipeline.to_deployment(name="default"), finetune.to_deployment(name="default"),
+          predict.to_deployment(name="default"))
 
 
 def _interrupt(signum: int, frame: object) -> None:
@@ -132,7 +132,7 @@ def main(argv: list[str] | None = None) -> None:
             print(f"error: {err}", file=sys.stderr)
             sys.exit(2)
         print(f"serving on the Prefect server at {os.environ['PREFECT_API_URL']}", flush=True)
-        serve_deployments(repo_root)
+        serve_deployments()
         return
     home = repo_root / PREFECT_HOME
     try:
@@ -143,7 +143,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"Prefect server at {api_url} (UI: {api_url.removesuffix('/api')}, data: {home}); "
           f"in another shell: export PREFECT_API_URL={api_url}", flush=True)
     try:
-        serve_deployments(repo_root)
+        serve_deployments()
     finally:
         stop_server(server)
 

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import configparser
-import os
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from gpt1.command_errors import input_errors
-from gpt1.errors import InputError
+from gpt1.destinations import check_destination
 from gpt1.presets.edit import apply_preset, available, parse_assignments, set_keys
 from gpt1.team import team_app
 
@@ -76,111 +74,6 @@ def set_params(
     typer.echo(f"{params}: set {', '.join(assignments)}")
 
 
-def _declared_outputs(dvc_yaml: Path) -> dict[str, str]:
-    """Each output path dvc.yaml declares -> its stage; a path with `${...}` in it (a foreach or
-    matrix stage's) is cut before the first `${`, standing for every path under that prefix."""
-    from gpt1.config import read_yaml
-
-    declared: dict[str, str] = {}
-    for name, stage in (read_yaml(dvc_yaml.read_text(encoding="utf-8")) or {}).get(
-            "stages", {}).items():
-        body = stage.get("do", stage)
-        for kind in ("outs", "metrics", "plots"):
-            for entry in body.get(kind, []) or []:
-                path = entry if isinstance(entry, str) else next(iter(entry))
-                declared[path.partition("${")[0]] = name
-    return declared
-
-
-# git's and DVC's own state, and what marks a folder as a repository's root
-STATE_FOLDERS = {".git": "git's own state", ".dvc": "DVC's own state and cache"}
-ROOT_MARKS = (".git", ".dvc", "dvc.yaml")
-REFUSED = "refusing to write there, even with --force: write elsewhere"
-
-
-def _repository_root(start: Path) -> Path | None:
-    """The nearest folder at or above `start` that holds `.git`, `.dvc` or dvc.yaml."""
-    return next((d for d in (start, *start.parents)
-                 if any(os.path.lexists(d / mark) for mark in ROOT_MARKS)), None)
-
-
-def _dvc_cache(root: Path) -> Path:
-    """The cache of the DVC project at `root`: `.dvc/cache`, or the `cache.dir` that its
-    `.dvc/config` (or `config.local`, which wins) names, relative to `.dvc/`."""
-    cache = root / ".dvc" / "cache"
-    for name in ("config", "config.local"):
-        path = root / ".dvc" / name
-        if not path.is_file():
-            continue
-        # DVC's config is INI with indented keys, which configparser reads once dedented
-        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-        text = "\n".join(line.strip() for line in lines)
-        parser = configparser.ConfigParser(interpolation=None, strict=False)
-        try:
-            parser.read_string(text)
-        except configparser.Error:  # DVC itself says what is wrong with it
-            continue
-        folder = parser.get("cache", "dir", fallback="").strip().strip("'\"")
-        if folder:
-            cache = (path.parent / os.path.expanduser(folder)).resolve()
-    return cache
-
-
-def _listing(names: list[str]) -> str:
-    more = f" and {len(names) - 3} more" if len(names) > 3 else ""
-    return f"{', '.join(names[:3])}{more}"
-
-
-def _outside_pipeline_outputs(out: Path) -> None:
-    """Refuse, whatever `--force` says, an `out` that git, DVC or the pipeline owns: one inside
-    `.git` or `.dvc`; the root of a repository or a folder above one (the working directory's
-    checkout, or the one `out` lies in); DVC's cache, or a folder in it or above it; and, in
-    the DVC project `out` lies in, a folder inside (or at) a stage's output (a file written
-    there leaves the stage modified in `dvc status`), or one a stage's output lies in
-    (replacing it would lose the outputs, and what lies beside them: checkpoints DVC cannot
-    restore)."""
-    target = out.resolve()
-    for depth, part in enumerate(target.parts):
-        if part in STATE_FOLDERS:
-            raise InputError(f"--out {out}: inside {Path(*target.parts[:depth + 1])}, "
-                             f"{STATE_FOLDERS[part]}; {REFUSED}")
-    for checkout in sorted({r for r in (_repository_root(Path.cwd().resolve()),
-                                        _repository_root(target)) if r is not None}):
-        if checkout == target:
-            raise InputError(f"--out {out}: the root of the repository at {checkout}; {REFUSED}")
-        if target in checkout.parents:
-            raise InputError(f"--out {out}: holds the repository at {checkout}; {REFUSED}")
-        if (checkout / ".dvc").is_dir():
-            cache = _dvc_cache(checkout)
-            if cache == target:
-                raise InputError(f"--out {out}: the DVC cache of {checkout}; {REFUSED}")
-            if cache in target.parents:
-                raise InputError(f"--out {out}: inside {cache}, DVC's cache; {REFUSED}")
-            if target in cache.parents:
-                raise InputError(f"--out {out}: holds {cache}, DVC's cache; {REFUSED}")
-    root = next((d for d in target.parents if (d / "dvc.yaml").is_file()), None)
-    if root is None:
-        return
-    where = target.relative_to(root).as_posix()
-    held: dict[str, str] = {}
-    for path, stage in _declared_outputs(root / "dvc.yaml").items():
-        prefix = path.rstrip("/")
-        if prefix and (where == prefix or where.startswith(f"{prefix}/")):
-            raise InputError(f"--out {out}: inside {path}, an output of stage {stage} in "
-                             f"{root / 'dvc.yaml'}; DVC owns what is there: write elsewhere")
-        if prefix.startswith(f"{where}/"):
-            held[prefix] = stage
-    if held:
-        entries = sorted(entry.name for entry in target.iterdir()) if target.is_dir() else []
-        holds = f"holds {_listing(entries)}; " if entries else ""
-        stages = sorted(set(held.values()))
-        outputs = (f"the output {next(iter(held))} of stage {stages[0]}" if len(held) == 1 else
-                   f"outputs of stage{'s' if len(stages) > 1 else ''} {_listing(stages)}")
-        raise InputError(f"--out {out}: {holds}{outputs} in {root / 'dvc.yaml'} "
-                         f"{'lies' if len(held) == 1 else 'lie'} inside it; refusing to replace "
-                         "it, even with --force: write elsewhere")
-
-
 @app.command()
 def generate(
     model: Annotated[Path, typer.Option(help="a directory with config.json, model.safetensors "
@@ -224,7 +117,7 @@ def export_hf(
     from gpt1.interop import hf
 
     with input_errors():
-        _outside_pipeline_outputs(out)
+        check_destination(out, inputs=(model,), force=force, folder=True)
         hf.export_hf(model, out, force)
     typer.echo(f"{out}: written (openai-gpt)")
 
@@ -246,15 +139,17 @@ def predict(
         help="fp32 | bf16 (bf16 autocast: faster on CUDA or a CPU with AMX, slower with "
              "AVX512-BF16 alone, refused on other CPUs) | auto (bf16 on CUDA and AMX, else fp32)")
     ] = "fp32",
+    force: Annotated[bool, typer.Option(help="replace --out if it exists")] = False,
 ) -> None:
     """Score a table with a fine-tuned model: its rows with the predicted label and each
     label's probability (the score for regression, the chosen candidate for multiple choice)."""
     from gpt1.jobs.predict import predict_file
 
     with input_errors():
-        _outside_pipeline_outputs(out)
+        check_destination(out, inputs=(input, model), force=force)
         rows = predict_file(model, input, out, input_format, batch_size=batch_size,
-                            device=device, precision=precision, native_bf16_only=True)
+                            device=device, precision=precision, native_bf16_only=True,
+                            format_option="--input-format")
     typer.echo(f"{out}: {rows:,} rows predicted")
 
 
@@ -269,7 +164,7 @@ def import_hf(
     from gpt1.interop import hf
 
     with input_errors():
-        _outside_pipeline_outputs(out)
+        check_destination(out, inputs=(hf_dir,), force=force, folder=True)
         ignored = hf.import_hf(hf_dir, out, force)
     if ignored:
         typer.echo(f"ignored (no place in our LM): {', '.join(ignored)}")
@@ -291,7 +186,7 @@ def import_openai(
     from gpt1.interop.openai import import_release
 
     with input_errors():
-        _outside_pipeline_outputs(out)
+        check_destination(out, inputs=(release,), force=force, folder=True)
         cfg = import_release(release, out, n_ctx=n_ctx, n_head=n_head, seed=seed, force=force)
     typer.echo(f"{out}: written ({cfg.n_layer} layers x {cfg.n_embd}, {cfg.n_head} heads, "
                f"{cfg.vocab_size} tokens, n_ctx {cfg.n_ctx})")

@@ -371,6 +371,7 @@ class TaskParams(Section):
                              f"{bad}")
         if "train" not in self.files:
             raise ValueError("files.train is missing")
+        self._no_file_in_two_splits()
         if self.holdout is not None and "dev" in self.files:
             raise ValueError("files.dev and holdout both give a dev split: keep one")
         if not self.eval_splits:
@@ -381,9 +382,11 @@ class TaskParams(Section):
         if self.family == "multiple_choice":
             if self.labels is not None:
                 raise ValueError("labels: a multiple-choice label is the index of the answer")
-        elif self.labels is not None and (not self.labels
+        elif self.labels is not None and (len(self.labels) < 2
                                           or len(set(self.labels)) != len(self.labels)):
-            raise ValueError("labels: need distinct labels (or none, for a similarity score)")
+            raise ValueError(f"labels: need at least 2 distinct labels, got {self.labels} (or "
+                             "none, for a similarity score): a classifier of one class says it "
+                             "always")
         elif self.labels is None and self.family != "similarity":
             raise ValueError(f"labels: a {self.family} task needs its labels")
         allowed = REGRESSION_METRICS if self.regression else CLASS_METRICS
@@ -391,6 +394,25 @@ class TaskParams(Section):
             raise ValueError(f"metrics: {self.metrics} do not apply to this task "
                              f"(use {sorted(allowed)})")
         return self
+
+    def _no_file_in_two_splits(self) -> None:
+        """A train file read as a dev or test split too would score a model on rows it trained
+        on, unless a table's split column splits its rows between them; a file to score
+        (`predict`) may be any."""
+        if self.table is not None and self.table.split_column is not None:
+            return
+
+        def named(paths: str | list[str]) -> set[str]:
+            return {PurePosixPath(p).as_posix() for p in ([paths] if isinstance(paths, str)
+                                                          else paths)}
+
+        train = named(self.files["train"])
+        for split, paths in self.files.items():
+            again = sorted(named(paths) & train) if split not in ("train", PREDICT_SPLIT) else []
+            if again:
+                raise ValueError(f"files.{split}: {again[0]!r} is files.train too: its {split} "
+                                 "figures would be measured on the rows it trained on; give it "
+                                 "a file of its own")
 
     @model_validator(mode="after")
     def _table_fits(self) -> TaskParams:
@@ -435,6 +457,9 @@ class TaskParams(Section):
         if self.regression:
             raise ValueError("table.label_values: a regression's label is a score, read as it is")
         targets = list(dict.fromkeys(table.label_values.values()))
+        if self.family != "multiple_choice" and len(targets) < 2:
+            raise ValueError(f"table.label_values: every value maps to {targets}: a classifier "
+                             "needs at least 2 labels")
         if self.family == "multiple_choice":
             choices = table.column("choices")
             names = choices if isinstance(choices, list) else []

@@ -2,8 +2,9 @@
 folder git, DVC or the pipeline owns is refused whatever `--force` says, in one line naming it,
 and left as it was: `.git` and `.dvc` and anything in them, the checkout's root and any folder
 above it, DVC's cache where `dvc cache dir` moved it, a stage's output and anything in it, and
-a folder a stage's output lies in (artifacts/, holding checkpoints DVC cannot restore). A
-folder of the user's own is still replaced with --force."""
+a folder a stage's output lies in, anything inside a top folder where stages write
+(artifacts/checkpoints, which DVC cannot restore), the data root params.yaml names, and the
+command's own input. A folder of the user's own is still replaced with --force."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from gpt1.cli import app
 from gpt1.interop.hf import export_hf
 from gpt1.model.registry import save_model
 from gpt1.model.transformer import GPT1, GPT1Config
+from gpt1.presets.edit import set_keys
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -33,6 +35,10 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     repo = tmp_path / "repo"
     repo.mkdir()
     shutil.copy(REPO / "dvc.yaml", repo / "dvc.yaml")
+    shutil.copy(REPO / "params.yaml", repo / "params.yaml")
+    set_keys(repo / "params.yaml", {"ingest.root": "../data"})
+    (tmp_path / "data" / "glue").mkdir(parents=True)
+    (tmp_path / "data" / "glue" / "train.tsv").write_text("sentence\tlabel\nfine\t1\n")
     (repo / ".git").mkdir()
     (repo / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
     (repo / ".dvc" / "tmp").mkdir(parents=True)
@@ -75,6 +81,7 @@ def test_force_never_replaces_what_git_dvc_or_the_pipeline_owns(project: Path, t
                                                                 command: str) -> None:
     cache = (tmp_path / "dvc-cache").resolve()
     dvc_yaml = project.resolve() / "dvc.yaml"
+    data = (tmp_path / "data").resolve()
     refused = {
         ".": f"--out .: the root of the repository at {project.resolve()}; {REFUSED}",
         "..": f"--out ..: holds the repository at {project.resolve()}; {REFUSED}",
@@ -96,11 +103,34 @@ def test_force_never_replaces_what_git_dvc_or_the_pipeline_owns(project: Path, t
         "artifacts/pretrain": f"--out artifacts/pretrain: inside artifacts/pretrain, an output "
                               f"of stage pretrain in {dvc_yaml}; DVC owns what is there: write "
                               "elsewhere",
+        # no stage's output, but beside them: the checkpoints, which DVC cannot restore
+        "artifacts/checkpoints": f"--out artifacts/checkpoints: inside "
+                                 f"{project.resolve() / 'artifacts'}, where stages of {dvc_yaml} "
+                                 f"write (bpe, code, finetune and 3 more); {REFUSED}",
+        "../data/glue": f"--out ../data/glue: inside {data}, the data root (ingest.root in "
+                        f"{project / 'params.yaml'}); {REFUSED}",
+        "../data": f"--out ../data: inside {data}, the data root (ingest.root in "
+                   f"{project / 'params.yaml'}); {REFUSED}",
     }
     before = snapshot(tmp_path)
     for out, message in refused.items():
         code, output = invoke(*_commands(tmp_path)[command], "--out", out)
         assert (code, output) == (2, f"error: {message}\n"), out
+    assert snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("command", ["export-hf", "import-hf"])
+def test_a_command_never_writes_over_its_own_input(project: Path, tmp_path: Path,
+                                                   command: str) -> None:
+    mine = tmp_path / "mine"
+    source = mine / "source"
+    shutil.copytree(tmp_path / ("model" if command == "export-hf" else "hf"), source)
+    option = "--model" if command == "export-hf" else "--hf"
+    before = snapshot(tmp_path)
+    for out, relation in ((source, "is"), (source / "sub", "inside"), (mine, "holds")):
+        code, output = invoke(command, option, source, "--force", "--out", out)
+        assert (code, output) == (2, f"error: --out {out}: {relation} the input {source}; "
+                                     f"{REFUSED}\n"), out
     assert snapshot(tmp_path) == before
 
 
@@ -117,14 +147,29 @@ def test_a_folder_of_ones_own_is_still_replaced_with_force(project: Path, tmp_pa
     assert (project / "artifacts/checkpoints/pretrain/step-00000020.pt").is_file()
 
 
-def test_predict_never_writes_into_git_or_dvc_state(project: Path, tmp_path: Path) -> None:
+def test_predict_never_writes_into_git_dvc_the_pipeline_or_its_data(project: Path,
+                                                                    tmp_path: Path) -> None:
+    dvc_yaml = project.resolve() / "dvc.yaml"
+    data, params = (tmp_path / "data").resolve(), project / "params.yaml"
+    refused = {
+        ".git/rows.csv": f"inside {project.resolve() / '.git'}, git's own state; {REFUSED}",
+        ".dvc/rows.csv": f"inside {project.resolve() / '.dvc'}, DVC's own state and cache; "
+                         f"{REFUSED}",
+        "artifacts/finetune/sst2/rows.csv": f"inside artifacts/finetune/, an output of stage "
+                                            f"finetune in {dvc_yaml}; DVC owns what is there: "
+                                            "write elsewhere",
+        "artifacts/checkpoints/rows.csv": f"inside {project.resolve() / 'artifacts'}, where "
+                                          f"stages of {dvc_yaml} write (bpe, code, finetune and "
+                                          f"3 more); {REFUSED}",
+        # a task's training rows, replaced by scored rows with exit 0 before
+        "../data/glue/train.tsv": f"inside {data}, the data root (ingest.root in {params}); "
+                                  f"{REFUSED}",
+    }
     before = snapshot(tmp_path)
-    for out, where, what in ((".git/rows.csv", ".git", "git's own state"),
-                             (".dvc/rows.csv", ".dvc", "DVC's own state and cache")):
+    for out, message in refused.items():
         code, output = invoke("predict", "--model", tmp_path / "model", "--input",
-                              tmp_path / "rows.csv", "--out", out)
-        assert (code, output) == (2, f"error: --out {out}: inside {project.resolve() / where}, "
-                                     f"{what}; {REFUSED}\n")
+                              tmp_path / "rows.csv", "--out", out, "--force")
+        assert (code, output) == (2, f"error: --out {out}: {message}\n"), out
     assert snapshot(tmp_path) == before
 
 

@@ -237,7 +237,16 @@ def test_registry_entries_are_consistent() -> None:
     ({"files": {"train": "a"}}, "no dev split"),
     ({"holdout": {"size": 5, "seed": 1}}, "files.dev and holdout both give a dev split"),
     ({"paper": {"test": 90.0}}, "paper: ['test'] are not dev splits ['dev']"),
-    ({"labels": ["0", "0"]}, "need distinct labels"),
+    ({"labels": ["0", "0"]}, "need at least 2 distinct labels"),
+    # one class: a classifier that always says it (a --label-map onto one label wrote this)
+    ({"labels": ["a"]}, "labels: need at least 2 distinct labels, got ['a'] (or none, for a "
+                        "similarity score): a classifier of one class says it always"),
+    # the dev figure measured on training rows
+    ({"files": {"train": "glue/SST-2/train.tsv", "dev": "glue/SST-2/train.tsv"}},
+     "files.dev: 'glue/SST-2/train.tsv' is files.train too: its dev figures would be measured "
+     "on the rows it trained on; give it a file of its own"),
+    ({"files": {"train": "a.tsv", "dev": "b.tsv", "test": "./a.tsv"}},
+     "files.test: 'a.tsv' is files.train too"),
     ({"labels": None}, "a classification task needs its labels"),
     ({"metrics": ["pearson"]}, "do not apply to this task"),
     ({"family": "multiple_choice"}, "a multiple-choice label is the index of the answer"),
@@ -350,6 +359,9 @@ REGRESSION = {"family": "similarity", "labels": None, "metrics": ["pearson"]}
      "choice), got ['e1']"),
     ({"table": {"label_values": {"1": "neg", "2": "bad"}}},
      "tasks.mine.table.label_values: ['bad'] are not labels ['neg', 'pos']"),
+    ({"table": {"label_values": {"pos": "neg", "neg": "neg"}}},
+     "tasks.mine.table.label_values: every value maps to ['neg']: a classifier needs at least 2 "
+     "labels"),
     (CHOICE_TASK, "tasks.mine.table.label_values: ['first'] are not choice indices from 0 or the "
                   "choice columns ['e1', 'e2']"),
     ({**REGRESSION, "table": {}}, "tasks.mine.table.scores: a similarity task without labels is "
@@ -393,6 +405,13 @@ def test_a_table_task_loads(raw: dict) -> None:
     assert task.table.column("text") == "review" and task.table.column("label") == "label"
     assert task.eval_splits == ["dev"]
     assert task.data_splits == ["train", "dev", "test"]  # predict: not ingested
+
+
+def test_a_file_to_score_may_be_a_splits_file(raw: dict) -> None:
+    """Only a train file read again as dev or test is refused: scoring it is no figure."""
+    raw["tasks"]["mine"] = {**TABLE_TASK, "files": {**TABLE_TASK["files"],
+                                                    "predict": "mine/train.csv"}}
+    assert parse_params(raw).tasks["mine"].files["predict"] == "mine/train.csv"
 
 
 def test_the_analyses_accept_a_table_task_as_any_registry_task(raw: dict) -> None:

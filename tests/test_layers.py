@@ -28,7 +28,7 @@ from tests.conftest import REPO
 # lowest first: a module may import its own layer and those before it
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("gpt1.errors", "gpt1.atomic", "gpt1.config", "gpt1.progress", "gpt1.machine",
-     "gpt1.records", "gpt1.presets", "gpt1.net"),
+     "gpt1.records", "gpt1.presets", "gpt1.net", "gpt1.destinations"),
     ("gpt1.corpus",),
     ("gpt1.model",),
     ("gpt1.training",),
@@ -59,6 +59,7 @@ ACROSS_MODULES = {
     "tests/tasks/test_stage_modules.py",  # every stage driver is thin and imports no other
     "tests/tasks/test_stage_not_run.py",  # the task stages' records of why not
     "tests/flows/test_bad_input.py",  # every flow on bad input
+    "tests/flows/test_parameters.py",  # what every deployment takes
     "tests/bench/test_list.py",  # `make bench` runs every benchmark
 }
 

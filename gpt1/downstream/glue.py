@@ -16,6 +16,28 @@ from typing import Any, NamedTuple
 from gpt1.errors import DataFormatError, utf8_errors
 
 
+def closest(name: str, names: Sequence[str]) -> str | None:
+    """The one of `names` that is `name` but for case and punctuation (`Label` for `label`,
+    `Sentence_1` for `sentence1`), if any: a name with other letters or digits is another
+    column (`sentence2` is not `sentence1`)."""
+    def folded(n: str) -> str:
+        return re.sub(r"[\W_]+", "", n).casefold()
+
+    return next((n for n in names if folded(n) == folded(name)), None)
+
+
+def missing(where: str, name: str, names: Sequence[str], what: str = "column",
+            purpose: str | None = None) -> DataFormatError:
+    """The error of a `what` (column, key) named `name`, read for `purpose`, that is not among
+    `names`: one line listing them, and the closest where one is close."""
+    close = closest(name, names)
+    hint = f"; the closest: {close!r}" if close is not None else ""
+    listed = ", ".join(names) if names else "none"
+    wanted = f" for {purpose}" if purpose else ""
+    return DataFormatError(f"{where}: no {what} {name!r}{wanted} (the file's {what}s: "
+                           f"{listed}{hint})")
+
+
 class Row(NamedTuple):
     line: int  # the line of the file the row starts on, from 1
     fields: list[str]
@@ -30,14 +52,19 @@ class Header:
     names: list[str]
 
     def find(self, name: str) -> int | None:
-        """Position of column `name`, or None where the file lacks it (GLUE test files: labels)."""
-        return self.names.index(name) if name in self.names else None
+        """Position of column `name`, or None where the file lacks it (GLUE test files: labels)
+        and has no column of a name close to it: `Label` for `label` is a misnamed column, an
+        error, not a file without labels."""
+        if name in self.names:
+            return self.names.index(name)
+        if closest(name, self.names) is not None:
+            raise missing(f"{self.path}:{self.line}", name, self.names)
+        return None
 
     def require(self, name: str) -> int:
         position = self.find(name)
         if position is None:
-            raise DataFormatError(f"{self.path}:{self.line}: no column {name!r} in the header "
-                                  f"{self.names}")
+            raise missing(f"{self.path}:{self.line}", name, self.names)
         return position
 
 

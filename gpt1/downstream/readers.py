@@ -23,6 +23,7 @@ import pyarrow as pa
 from gpt1.config import PREDICT_SPLIT, TABLE_READER, Family, TableParams, TaskParams
 from gpt1.downstream.families import family_of
 from gpt1.downstream.glue import (
+    missing,
     parse_index,
     parse_label,
     parse_score,
@@ -154,6 +155,8 @@ def _read_scitail(task: TaskParams, path: Path) -> Columns:
 
 
 def _string(where: str, record: object, key: str) -> str:
+    if isinstance(record, dict) and key not in record:
+        raise missing(where, key, list(record), "key")
     value = record.get(key) if isinstance(record, dict) else None
     if not isinstance(value, str):
         raise DataFormatError(f"{where}: key {key!r}: expected a string, got {value!r}")

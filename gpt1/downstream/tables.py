@@ -29,6 +29,7 @@ from gpt1.downstream.glue import (
     Header,
     Row,
     delimited_rows,
+    missing,
     with_header,
 )
 from gpt1.errors import DataFormatError, InputError, utf8_errors
@@ -62,8 +63,12 @@ class TableBatch:
                           [self.where[i] for i in rows], self.path)
 
 
-def table_format(path: Path, named: str | None = None) -> str:
-    """The format of table file `path`: `named` where given, else from its extension."""
+TASK_FORMAT = "a task's table.format, or `gpt1 task add --format`"
+
+
+def table_format(path: Path, named: str | None = None, how: str | None = TASK_FORMAT) -> str:
+    """The format of table file `path`: `named` where given, else from its extension. `how`
+    says where the reader of `path` names a format (None: nowhere, the extension alone)."""
     formats = get_args(TableFormat)
     if named is not None:
         if named not in formats:
@@ -71,9 +76,9 @@ def table_format(path: Path, named: str | None = None) -> str:
         return named
     fmt = TABLE_EXTENSIONS.get(path.suffix.lower())
     if fmt is None:
+        name_it = f"name it ({', '.join(formats)}: {how}), or " if how else ""
         raise DataFormatError(f"{path}: cannot tell its format from the extension "
-                              f"{path.suffix!r}: name it ({', '.join(formats)}: a task's "
-                              "table.format, or the command's --format), or name the file "
+                              f"{path.suffix!r}: {name_it}name the file "
                               f"{', '.join(TABLE_EXTENSIONS)}")
     return fmt
 
@@ -163,8 +168,16 @@ def _json_text(value: object) -> str | None:
 
 
 def _json_column(values: list[object]) -> pa.Array:
-    """A key's values: lists of texts where it holds nothing but lists (and nulls), else texts."""
+    """A key's values: lists of texts where it holds nothing but lists (and nulls); where it
+    holds an object, those objects (a struct column, which no field reads as text; its other
+    values are left out); else texts."""
     present = [v for v in values if v is not None]
+    if any(isinstance(v, dict) for v in present):
+        try:
+            return pa.array([v if isinstance(v, dict) else None for v in values])
+        except pa.ArrowException:  # objects of clashing shapes: still no text
+            return pa.array([{"object": json.dumps(v)} if isinstance(v, dict) else None
+                             for v in values])
     if present and all(isinstance(v, list) for v in present):
         lists = [[_json_text(item) for item in v] if isinstance(v, list) else None
                  for v in values]
@@ -234,15 +247,22 @@ def _column(batch: TableBatch, column: str, field: str) -> pa.ChunkedArray:
     """Column `column` of the batch, read for `field`: a column the file lacks is a
     DataFormatError listing the file's columns."""
     if column not in batch.table.column_names:
-        raise DataFormatError(f"{batch.path}: no column {column!r} for {field} (the file's "
-                              f"columns: {', '.join(batch.table.column_names)})")
+        raise missing(str(batch.path), column, batch.table.column_names, purpose=field)
     return batch.table.column(column)
 
 
 def column_texts(batch: TableBatch, column: str, field: str) -> list[str | None]:
     """Column `column` of the batch (read for `field`, which an error names) as text per row
-    (see `_text`), None where null."""
-    return [_text(value) for value in _column(batch, column, field).to_pylist()]
+    (see `_text`), None where null. A column of lists, objects or maps is a DataFormatError:
+    its Python repr is no text the model was meant to read."""
+    values = _column(batch, column, field)
+    texts = values.to_pylist()
+    if pa.types.is_nested(values.type):
+        where = next((w for w, v in zip(batch.where, texts, strict=True) if v is not None), None)
+        if where is not None:
+            raise DataFormatError(f"{where}: column {column!r} ({field}) holds {values.type}, "
+                                  "not text: give its text in the column")
+    return [_text(value) for value in texts]
 
 
 def _texts(batch: TableBatch, column: str, field: str) -> list[str]:
@@ -256,9 +276,9 @@ def _texts(batch: TableBatch, column: str, field: str) -> list[str]:
 def _list_column(batch: TableBatch, column: str) -> list[list[str]]:
     """The choices of each row from one column holding a list of texts."""
     values = _column(batch, column, "choices")
-    if batch.table.num_rows and not (pa.types.is_list(values.type)
-                                     or pa.types.is_large_list(values.type)
-                                     or pa.types.is_fixed_size_list(values.type)):
+    lists = (pa.types.is_list(values.type) or pa.types.is_large_list(values.type)
+             or pa.types.is_fixed_size_list(values.type))
+    if batch.table.num_rows and (not lists or pa.types.is_nested(values.type.value_type)):
         raise DataFormatError(f"{batch.where[0]}: column {column!r} (choices) holds a "
                               f"{values.type}, not a list of texts: name one column per choice "
                               "(choices: [a, b]), or give a list in each row")

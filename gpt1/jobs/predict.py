@@ -90,6 +90,20 @@ def prediction_columns(card: TaskCard, texts: dict[str, list[object]],
     return columns
 
 
+def _no_predictions(card: TaskCard, source: Path, fmt: str, header: list[str]) -> pa.Table:
+    """The table of a file with no rows: its columns (a Parquet file's types; text elsewhere)
+    and the prediction columns, empty. A multiple-choice task's probability columns, one per
+    candidate, are left out: no row says how many candidates there are."""
+    rows = (pq.read_schema(source).empty_table() if fmt == "parquet" else
+            pa.table({name: pa.array([], pa.string()) for name in header}))
+    width = (1 if card.spec.regression else
+             len(card.spec.labels) if card.spec.labels is not None else 0)
+    appended = prediction_columns(card, {"choices": []}, np.zeros((0, width), np.float32))
+    for name, column in appended.items():
+        rows = rows.append_column(name, column)
+    return rows
+
+
 def _family_table(texts: dict[str, list[object]]) -> pa.Table:
     return pa.table({name: pa.array(values, pa.list_(pa.string()) if name == "choices"
                                     else pa.string()) for name, values in texts.items()})
@@ -180,15 +194,18 @@ def _file_length(path: Path, fmt: str) -> int:
 def predict_file(model_dir: Path, source: Path, out: Path, source_format: str | None = None,
                  out_format: str | None = None, batch_size: int = 32, device: str = "auto",
                  precision: str = "fp32", batch_rows: int = BATCH_ROWS,
-                 native_bf16_only: bool = False, cleaner: TextCleaner | None = None) -> int:
+                 native_bf16_only: bool = False, cleaner: TextCleaner | None = None,
+                 format_option: str | None = None) -> int:
     """Write `out`: every row of `source` with the prediction of the fine-tuned model in
     `model_dir`; returns the rows written. Bad input (the model folder, the file, a column, a
     row) is an InputError naming it, and `out` is left as it was. With `native_bf16_only`
     (`gpt1 predict`'s rule), `precision` bf16 on a CPU that would emulate it is bad input.
     The texts are cleaned by `cleaner`, a `TextCleaner` unless given (one that returns its
-    text for a file cleaned already)."""
+    text for a file cleaned already). `format_option` is how the caller names `source`'s
+    format, for the message where its extension does not tell (None: it cannot)."""
     model = load_finetuned(model_dir)
-    fmt, out_fmt = table_format(source, source_format), table_format(out, out_format)
+    fmt = table_format(source, source_format, format_option)
+    out_fmt = table_format(out, out_format, None)
     header = table_columns(source, fmt)
     if clash := sorted(name for name in header
                        if name == PREDICTION or name.startswith((f"{PREDICTION}_",
@@ -209,6 +226,8 @@ def predict_file(model_dir: Path, source: Path, out: Path, source_format: str | 
             rows += batch.table.num_rows
             if batch.where:
                 progress.update(_row_position(batch.where[-1]), rows=rows)
+        if rows == 0:  # a header and no rows: still a file that reads, with every column
+            writer.write(_no_predictions(model.card, source, fmt, header))
     log.info("%s: %d rows predicted", out, rows)
     return rows
 

@@ -145,9 +145,17 @@ def test_no_dev_split_holds_a_tenth_of_train_out(params: Path, tmp_path: Path) -
 
 def test_multiple_choice_and_regression(params: Path) -> None:
     data = params.parent / "data"
-    story = write(data / "cloze.csv", "story,q,e1,e2,right\nHe woke.,Then?,He slept.,He rose.,e2\n"
-                                      "It rained.,Then?,She got wet.,She flew.,e1\n")
-    result = add(params, "cloze", "--family", "multiple_choice", "--train", story, "--dev", story,
+    stories = ("story,q,e1,e2,right\nHe woke.,Then?,He slept.,He rose.,e2\n"
+               "It rained.,Then?,She got wet.,She flew.,e1\n")
+    story, story_dev = write(data / "cloze.csv", stories), write(data / "cloze_dev.csv", stories)
+    # the train file as dev too: the dev figure would be measured on training rows
+    refused = add(params, "cloze", "--family", "multiple_choice", "--train", story, "--dev", story,
+                  "--context-column", "story", "--choices-column", "e1", "--choices-column", "e2")
+    assert refused.exit_code == 2 and "tasks.cloze.files.dev: 'cloze.csv' is files.train too: " \
+        "its dev figures would be measured on the rows it trained on" in refused.output, \
+        refused.output
+    result = add(params, "cloze", "--family", "multiple_choice", "--train", story, "--dev",
+                 story_dev,
                  "--context-column", "story", "--question-column", "q",
                  "--choices-column", "e1", "--choices-column", "e2", "--label-column", "right")
     assert result.exit_code == 0, result.output
@@ -158,15 +166,29 @@ def test_multiple_choice_and_regression(params: Path) -> None:
     assert [(r["choices"], r["label"]) for r in rows(params, "cloze", "dev")] == [
         (["He slept.", "He rose."], 1), (["She got wet.", "She flew."], 0)]
 
-    sts = write(data / "sts.jsonl", '{"text_a": "a", "text_b": "b", "label": 3.5}\n'
-                                    '{"text_a": "c", "text_b": "d", "label": 0}\n')
-    result = add(params, "sts", "--family", "similarity", "--train", sts, "--dev", sts,
+    pairs = ('{"text_a": "a", "text_b": "b", "label": 3.5}\n'
+             '{"text_a": "c", "text_b": "d", "label": 0}\n')
+    sts, sts_dev = write(data / "sts.jsonl", pairs), write(data / "sts_dev.jsonl", pairs)
+    result = add(params, "sts", "--family", "similarity", "--train", sts, "--dev", sts_dev,
                  "--scores", "0,5")
     assert result.exit_code == 0, result.output
     entry = read_yaml(params.read_text())["tasks"]["sts"]
     assert (entry["table"], entry["metrics"]) == ({"scores": [0.0, 5.0]}, ["pearson", "spearman"])
     assert [r["label"] for r in rows(params, "sts", "train")] == [3.5, 0.0]
     assert load_params(params).finetune.tasks == ["sst2", "cloze", "sts"]
+
+
+def test_a_label_map_onto_one_label_is_refused(params: Path) -> None:
+    """`--label-map` declared a one-class classifier, which one class without a map is not."""
+    files = reviews(params.parent / "data")
+    before = params.read_text()
+    result = add(params, "reviews", "--family", "classification", "--train", files["train"],
+                 "--dev", files["dev"], "--text-column", "review", "--label-column", "stars",
+                 "--label-map", "5=a,4=a,2=a,1=a")
+    assert result.exit_code == 2 and result.output.count("\n") == 1, result.output
+    assert "tasks.reviews.labels: need at least 2 distinct labels, got ['a'] (or none, for a " \
+        "similarity score): a classifier of one class says it always" in result.output
+    assert params.read_text() == before
 
 
 def test_force_replaces_a_task(params: Path) -> None:

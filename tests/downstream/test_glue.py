@@ -46,9 +46,22 @@ def test_header_with_bom(tmp_path: Path) -> None:
     assert header.names == ["Quality", "#1 String"]  # no \ufeff on the first name
     assert (header.find("#1 String"), header.find("label")) == (1, None)
     assert [tuple(row) for row in rows] == [(2, ["café crème", "1"])]
-    with pytest.raises(DataFormatError, match=re.escape(f"{path}:1: no column 'label' in the "
-                                                        "header ['Quality', '#1 String']")):
+    with pytest.raises(DataFormatError, match=re.escape(f"{path}:1: no column 'label' (the file's "
+                                                        "columns: Quality, #1 String)")):
         header.require("label")
+
+
+def test_a_misnamed_column_is_named_with_the_one_meant(tmp_path: Path) -> None:
+    """A header saying `Label` failed later as "rows without a label in the train split": a
+    column close to the one looked up is a misnamed one, not a file without it."""
+    path = _write(tmp_path / "train.tsv", "sentence\tLabel\nfine\t1\n")
+    header, _ = read_tsv_with_header(path)
+    for look_up in (header.find, header.require):
+        with pytest.raises(DataFormatError, match=re.escape(
+                f"{path}:1: no column 'label' (the file's columns: sentence, Label; the "
+                "closest: 'Label')")):
+            look_up("label")
+    assert header.find("index") is None  # nothing like it: a column the file does without
 
 
 def test_crlf_and_blank_lines_keep_line_numbers(tmp_path: Path) -> None:

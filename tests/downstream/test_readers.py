@@ -284,7 +284,8 @@ def test_unlabelled_rows_outside_test_are_refused(tasks: dict[str, TaskParams],
 def test_header_without_a_needed_column(tasks: dict[str, TaskParams], tmp_path: Path) -> None:
     path = write(tmp_path, "glue/RTE/train.tsv", tsv(("index", "premise", "sentence2", "label"),
                                                      (0, "a", "b", "entailment")))
-    with raises(DataFormatError, f"{path}:1: no column 'sentence1' in the header"):
+    with raises(DataFormatError, f"{path}:1: no column 'sentence1' (the file's columns: index, "
+                                 "premise, sentence2, label)"):
         read_task_split(tasks["rte"], tmp_path, "train")
 
 
@@ -523,7 +524,16 @@ def test_snli_jsonl(tasks: dict[str, TaskParams], tmp_path: Path,
     with raises(DataFormatError, f"{path}:2: not a JSON object"):
         read_task_split(task, tmp_path, "train")
     path.write_text(json.dumps({"gold_label": "neutral", "sentence1": "A."}) + "\n")
-    with raises(DataFormatError, f"{path}:1: key 'sentence2': expected a string"):
+    with raises(DataFormatError, f"{path}:1: no key 'sentence2' (the file's keys: gold_label, "
+                                 "sentence1)"):
+        read_task_split(task, tmp_path, "train")
+    path.write_text(json.dumps({"gold_label": "neutral", "sentence1": "A.", "Sentence2": "B."})
+                    + "\n")
+    with raises(DataFormatError, "sentence1, Sentence2; the closest: 'Sentence2')"):
+        read_task_split(task, tmp_path, "train")
+    path.write_text(json.dumps({"gold_label": "neutral", "sentence1": "A.", "sentence2": 2})
+                    + "\n")
+    with raises(DataFormatError, f"{path}:1: key 'sentence2': expected a string, got 2"):
         read_task_split(task, tmp_path, "train")
     path.write_text(snli_line("A.", "B.", "neutral") + snli_line("A.", "B.", "entails"))
     with raises(DataFormatError, f"{path}:2: label 'entails' is not one of"):

@@ -141,11 +141,20 @@ def test_jsonl_quirks_and_values(tmp_path: Path) -> None:
     table_rows, where = rows(path)
     assert table_rows == [
         {"text": "café", "n": "3", "x": "1.5", "ok": "true", "tags": ["a", "b"], "extra": None},
-        {"text": "two", "n": None, "x": "2", "ok": "false", "tags": None, "extra": '{"k": 1}'},
+        {"text": "two", "n": None, "x": "2", "ok": "false", "tags": None, "extra": {"k": 1}},
         {"text": "three", "n": None, "x": None, "ok": None, "tags": ["c", "4"], "extra": None},
     ]
     assert where == [f"{path}:1", f"{path}:3", f"{path}:5"]
     assert table_columns(path) == ["text", "n", "x", "ok", "tags", "extra"]
+
+
+def test_a_jsonl_object_is_no_text(tmp_path: Path) -> None:
+    """A review given as an object was fed to the model as its JSON text."""
+    path = write(tmp_path / "rows.jsonl", '{"review": "fine"}\n{"review": {"title": "t"}}\n')
+    (batch,) = iter_batches(path)
+    with raises(f"{path}:2: column 'review' (text) holds struct<title: string>, not text: give "
+                "its text in the column"):
+        select_fields(batch, "classification", {"text": "review"})
 
 
 def test_jsonl_key_of_lists_and_texts_is_texts(tmp_path: Path) -> None:
@@ -211,9 +220,17 @@ def test_format_from_extension(name: str, fmt: str) -> None:
 def test_format_named_or_refused() -> None:
     assert table_format(Path("data.txt"), "tsv") == "tsv"
     with raises("data.txt: cannot tell its format from the extension '.txt': name it (csv, tsv, "
-                "jsonl, parquet: a task's table.format, or the command's --format), or name the "
-                "file .csv, .tsv, .tab, .jsonl, .ndjson, .parquet, .pq"):
+                "jsonl, parquet: a task's table.format, or `gpt1 task add --format`), or name "
+                "the file .csv, .tsv, .tab, .jsonl, .ndjson, .parquet, .pq"):
         table_format(Path("data.txt"))
+    # where the reader's own option names it (gpt1 predict's --input-format), or nothing does
+    with raises("data.txt: cannot tell its format from the extension '.txt': name it (csv, tsv, "
+                "jsonl, parquet: --input-format), or name the file .csv, .tsv, .tab, .jsonl, "
+                ".ndjson, .parquet, .pq"):
+        table_format(Path("data.txt"), how="--input-format")
+    with raises("data.txt: cannot tell its format from the extension '.txt': name the file "
+                ".csv, .tsv, .tab, .jsonl, .ndjson, .parquet, .pq"):
+        table_format(Path("data.txt"), how=None)
     with raises("data.txt: format 'xlsx' is not one of csv, tsv, jsonl, parquet"):
         table_format(Path("data.txt"), "xlsx")
 
@@ -267,6 +284,16 @@ def test_select_choices_from_columns_or_a_list() -> None:
      "t.csv:3: column 'e' (choices): expected a list of at least 2 texts, none empty, got ['a']"),
     ({"context": ["c"], "e1": ["a"], "e2": [""]}, "multiple_choice", {"choices": ["e1", "e2"]},
      "t.csv:2: column 'e2' (choices) is empty"),
+    # a list, object or a list of objects where text is read: fed as its repr before
+    ({"review": [None, ["a", "b"]]}, "classification", {"text": "review"},
+     "t.csv:3: column 'review' (text) holds list<item: string>, not text: give its text in the "
+     "column"),
+    ({"review": [{"title": "t", "body": "b"}]}, "classification", {"text": "review"},
+     "t.csv:2: column 'review' (text) holds struct<title: string, body: string>, not text: give "
+     "its text in the column"),
+    ({"context": ["c"], "e": [[{"a": 1}, {"a": 2}]]}, "multiple_choice", {"choices": "e"},
+     "t.csv:2: column 'e' (choices) holds a list<item: struct<a: int64>>, not a list of texts: "
+     "name one column per choice (choices: [a, b]), or give a list in each row"),
 ])
 def test_select_fields_errors(columns: dict[str, list[object]], family: Family,
                               mapping: dict[str, str | list[str]], message: str) -> None:
@@ -292,7 +319,7 @@ def read(task: TaskParams, root: Path, split: str) -> list[dict[str, object]]:
 def test_classification_with_label_values(tmp_path: Path) -> None:
     write(tmp_path / "r/train.csv", "stars,review\n1,awful\n5,\"great,\nreally\"\n2,poor\n")
     write(tmp_path / "r/test.csv", "review\nunseen\n")
-    task = table_task("classification", {"train": "r/train.csv", "dev": "r/train.csv",
+    task = table_task("classification", {"train": "r/train.csv", "dev": "r/dev.csv",
                                          "test": "r/test.csv"},
                       {"columns": {"text": "review", "label": "stars"},
                        "label_values": {1: "negative", 2: "negative", 5: "positive"}},
@@ -308,18 +335,18 @@ def test_classification_with_label_values(tmp_path: Path) -> None:
 
 def test_labels_are_the_files_values_without_label_values(tmp_path: Path) -> None:
     write(tmp_path / "t.csv", "text,label\nyes,pos\nno,neg\nhm,neutral\n")
-    task = table_task("classification", {"train": "t.csv", "dev": "t.csv"}, {},
+    task = table_task("classification", {"train": "t.csv", "dev": "d.csv"}, {},
                       labels=["neg", "pos"])
     with raises(f"{tmp_path}/t.csv:4: label 'neutral' is not one of ['neg', 'pos']"):
         read(task, tmp_path, "train")
 
 
 def test_a_labelled_split_needs_its_label_column(tmp_path: Path) -> None:
-    write(tmp_path / "t.csv", "text,stars\nyes,1\n")
+    write(tmp_path / "t.csv", "text,stars\nyes,1\nno,2\n")
     write(tmp_path / "d.csv", "text\nno\n")
     write(tmp_path / "e.csv", "text,stars\nno,\n")
     task = table_task("classification", {"train": "t.csv", "dev": "d.csv", "test_x": "e.csv"},
-                      {"columns": {"label": "stars"}}, labels=["1"])
+                      {"columns": {"label": "stars"}}, labels=["1", "2"])
     with raises(f"{tmp_path}/d.csv: no column 'stars' for label (the file's columns: text)"):
         read(task, tmp_path, "dev")
     assert read(task, tmp_path, "test_x") == [{"idx": 0, "text": "no", "label": None}]
@@ -373,7 +400,7 @@ def test_a_split_without_rows(tmp_path: Path) -> None:
 def test_similarity_regression_with_scores(tmp_path: Path) -> None:
     write(tmp_path / "sts.jsonl", '{"a": "one", "b": "two", "sim": 4.5}\n'
                                   '{"a": "three", "b": "four", "sim": "0"}\n')
-    task = table_task("similarity", {"train": "sts.jsonl", "dev": "sts.jsonl"},
+    task = table_task("similarity", {"train": "sts.jsonl", "dev": "sts_dev.jsonl"},
                       {"columns": {"text_a": "a", "text_b": "b", "label": "sim"},
                        "scores": [0, 5]}, metrics=("pearson", "spearman"))
     assert task.regression
@@ -386,9 +413,10 @@ def test_similarity_regression_with_scores(tmp_path: Path) -> None:
 
 
 def test_similarity_with_labels(tmp_path: Path) -> None:
-    pq.write_table(pa.table({"text_a": ["x", "y"], "text_b": ["z", "w"], "label": [1, 0]}),
-                   tmp_path / "p.parquet")
-    task = table_task("similarity", {"train": "p.parquet", "dev": "p.parquet"}, {},
+    for name in ("p.parquet", "p_dev.parquet"):
+        pq.write_table(pa.table({"text_a": ["x", "y"], "text_b": ["z", "w"], "label": [1, 0]}),
+                       tmp_path / name)
+    task = table_task("similarity", {"train": "p.parquet", "dev": "p_dev.parquet"}, {},
                       labels=["0", "1"], metrics=("f1", "accuracy"))
     assert read(task, tmp_path, "dev") == [{"idx": 0, "text_a": "x", "text_b": "z", "label": 1},
                                            {"idx": 1, "text_a": "y", "text_b": "w", "label": 0}]
@@ -401,7 +429,7 @@ STORIES = ("story,ending1,ending2,answer\n"
 
 def test_multiple_choice_from_several_columns(tmp_path: Path) -> None:
     write(tmp_path / "s.csv", STORIES)
-    task = table_task("multiple_choice", {"train": "s.csv", "dev": "s.csv"},
+    task = table_task("multiple_choice", {"train": "s.csv", "dev": "s_dev.csv"},
                       {"columns": {"context": "story", "choices": ["ending1", "ending2"],
                                    "label": "answer"}})
     assert read(task, tmp_path, "train") == [
@@ -419,7 +447,7 @@ def test_multiple_choice_from_a_list_column(tmp_path: Path) -> None:
     write(tmp_path / "race.jsonl",
           '{"article": "A text.", "q": "Why?", "options": ["a", "b", "c"], "answer": "C"}\n'
           '{"article": "B text.", "q": "How?", "options": ["d", "e", "f"], "answer": "A"}\n')
-    task = table_task("multiple_choice", {"train": "race.jsonl", "dev": "race.jsonl"},
+    task = table_task("multiple_choice", {"train": "race.jsonl", "dev": "race_dev.jsonl"},
                       {"columns": {"context": "article", "question": "q", "choices": "options",
                                    "label": "answer"},
                        "label_values": {"A": "0", "B": "1", "C": "2"}})
@@ -442,7 +470,8 @@ def test_multiple_choice_from_a_list_column(tmp_path: Path) -> None:
 
 def test_a_predict_file_is_not_needed_to_run(tmp_path: Path) -> None:
     write(tmp_path / "t.csv", "text,label\nyes,pos\nno,neg\n")
-    task = table_task("classification", {"train": "t.csv", "dev": "t.csv", "predict": "new.csv"},
+    write(tmp_path / "d.csv", "text,label\nyes,pos\n")
+    task = table_task("classification", {"train": "t.csv", "dev": "d.csv", "predict": "new.csv"},
                       {}, labels=["neg", "pos"])
     assert task.eval_splits == ["dev"] and task.data_splits == ["train", "dev"]
     assert missing_files(task, tmp_path) == []

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import pytest
 import torch
@@ -199,11 +200,73 @@ def test_bad_input_is_one_line_and_keeps_the_old_output(tmp_path: Path, tokenize
         extra = ["--device", "gpu"]
     out = tmp_path / "out.csv"
     out.write_text("kept\n")
-    result = cli("--model", model, "--input", str(source), "--out", str(out), *extra)
+    result = cli("--model", model, "--input", str(source), "--out", str(out), "--force", *extra)
     assert result.exit_code == 2, result.output
     assert result.output.count("\n") == 1 and expected in result.output
     assert out.read_text() == "kept\n"
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
+
+
+def test_an_existing_out_needs_force_a_folder_or_the_input_never(
+        tmp_path: Path, tokenizer_file: Path) -> None:
+    folder = make_model(tmp_path / "model", spec("classification", ["neg", "pos"],
+                                                 {"text": "review"}), tokenizer_file, 6)
+    source = write_csv(tmp_path / "in.csv", "id,review\n1,fine\n")
+    out = write_csv(tmp_path / "out.csv", "mine\n")
+    args = ("--model", str(folder), "--input", str(source), "--out")
+    result = cli(*args, str(out))
+    assert (result.exit_code, result.output) == (
+        2, f"error: --out {out}: exists; refusing to replace it (--force replaces it)\n")
+    assert out.read_text() == "mine\n"
+    result = cli(*args, str(out), "--force")
+    assert result.exit_code == 0, result.output
+    with out.open(newline="") as fh:
+        assert next(csv.reader(fh))[:3] == ["id", "review", "prediction"]
+    # a folder where a file is named: refused before any row is scored, the folder named
+    (tmp_path / "d.csv").mkdir()
+    result = cli(*args, str(tmp_path / "d.csv"), "--force")
+    assert (result.exit_code, result.output) == (
+        2, f"error: --out {tmp_path / 'd.csv'}: is a folder; name a file to write\n")
+    # the input itself, or the model folder, even with --force
+    for own, option in ((source, source), (folder / "scored.csv", folder)):
+        result = cli(*args, str(own), "--force")
+        where = "is" if own == source else "inside"
+        assert (result.exit_code, result.output) == (
+            2, f"error: --out {own}: {where} the input {option}; refusing to write there, even "
+               "with --force: write elsewhere\n")
+    assert source.read_text() == "id,review\n1,fine\n"
+    assert not (folder / "scored.csv").exists()
+
+
+def test_a_format_the_extension_does_not_tell_names_the_option_there_is(
+        tmp_path: Path, tokenizer_file: Path) -> None:
+    """predict's message pointed to --format, an option it does not have."""
+    folder = make_model(tmp_path / "model", spec("classification", ["neg", "pos"],
+                                                 {"text": "review"}), tokenizer_file, 6)
+    source = write_csv(tmp_path / "in.txt", "id,review\n1,fine\n")
+    result = cli("--model", str(folder), "--input", str(source), "--out", str(tmp_path / "o.csv"))
+    assert result.exit_code == 2 and "jsonl, parquet: --input-format), or name the file .csv" \
+        in result.output, result.output
+    result = cli("--model", str(folder), "--input", str(source), "--input-format", "csv",
+                 "--out", str(tmp_path / "o.txt"))
+    assert result.exit_code == 2 and f"{tmp_path / 'o.txt'}: cannot tell its format from the " \
+        "extension '.txt': name the file .csv" in result.output, result.output
+
+
+@pytest.mark.parametrize("suffix", [".parquet", ".csv"])
+def test_a_file_of_no_rows_makes_a_table_of_no_rows(tmp_path: Path, tokenizer_file: Path,
+                                                    suffix: str) -> None:
+    """A header and no rows wrote a 0-byte .parquet that pyarrow could not open."""
+    folder = make_model(tmp_path / "model", spec("classification", ["neg", "pos"],
+                                                 {"text": "review"}), tokenizer_file, 6)
+    source = write_csv(tmp_path / "in.csv", "id,review\n")
+    out = tmp_path / f"out{suffix}"
+    result = cli("--model", str(folder), "--input", str(source), "--out", str(out))
+    assert result.exit_code == 0, result.output
+    table = pq.read_table(out) if suffix == ".parquet" else pacsv.read_csv(out)
+    assert table.num_rows == 0
+    assert table.column_names == ["id", "review", "prediction", "probability_neg",
+                                  "probability_pos"]
 
 
 def test_not_run_table_says_why(tmp_path: Path) -> None:
@@ -303,7 +366,8 @@ def test_bf16_is_refused_where_the_cpu_would_emulate_it(
     # auto resolves as before there (fp32), and fp32 is fp32
     for precision in ("auto", "fp32"):
         result = cli("--model", str(folder), "--input", str(source), "--out",
-                     str(tmp_path / "out.csv"), "--device", "cpu", "--precision", precision)
+                     str(tmp_path / f"{precision}.csv"), "--device", "cpu", "--precision",
+                     precision)
         assert result.exit_code == 0, result.output
     # the stage's precision is fine-tuning's, which computes bf16 wherever asked: not refused
     assert predict_file(folder, source, tmp_path / "stage.csv", device="cpu",
