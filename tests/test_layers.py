@@ -28,7 +28,8 @@ from tests.conftest import REPO
 # lowest first: a module may import its own layer and those before it
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("gpt1.errors", "gpt1.atomic", "gpt1.config", "gpt1.progress", "gpt1.machine",
-     "gpt1.records", "gpt1.presets", "gpt1.net", "gpt1.destinations"),
+     "gpt1.records", "gpt1.presets", "gpt1.net", "gpt1.destinations",
+     "gpt1.data_root"),
     ("gpt1.corpus",),
     ("gpt1.model",),
     ("gpt1.training",),

@@ -24,6 +24,7 @@ from gpt1.config import (
     parse_params,
     read_yaml,
 )
+from gpt1.data_root import check_data_root
 from gpt1.downstream.readers import read_task_split
 from gpt1.downstream.tables import column_texts, iter_batches
 from gpt1.errors import InputError, MissingInputError
@@ -79,6 +80,7 @@ def add_task(params_path: Path, spec: TaskSpec, force: bool = False) -> dict[str
     params = load_params(params_path)
     _check_name(spec.name, params, params_path, force)
     root = data_root(params_path, params)
+    check_data_root(root)
     entry = task_entry(spec, root, params_path)
     task = _validated(params_path, spec.name, entry)
     for split in task.files:

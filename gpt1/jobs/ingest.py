@@ -12,6 +12,7 @@ import pyarrow.parquet as pq
 from gpt1.atomic import atomic_dir
 from gpt1.config import Params, TaskParams
 from gpt1.corpus.books import ingest_corpus
+from gpt1.data_root import check_data_root
 from gpt1.downstream.readers import holdout_split, missing_files, read_task_split, split_paths
 from gpt1.errors import InputError, MissingInputError
 from gpt1.records import STATUS_FILE, write_record
@@ -87,6 +88,7 @@ def ingest(params: Params, corpus_out: Path, tasks_out: Path) -> None:
     root = Path(params.ingest.root)
     if not root.is_dir():
         raise MissingInputError(f"ingest.root: data root {root} is not a directory")
+    check_data_root(root)
     with atomic_dir(corpus_out) as tmp:
         ingest_corpus(root, params.ingest.corpus, params.ingest.doc_chars, tmp)
     with atomic_dir(tasks_out) as tmp:
