@@ -5,6 +5,7 @@ before params.yaml is written (`gpt1.presets.edit.set_task`: comments kept)."""
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 from collections import Counter
@@ -139,6 +140,14 @@ def _family(name: str) -> Family:
 def _under_root(path: Path, flag: str, root: Path, params_path: Path) -> str:
     """`path` (as typed) relative to the data root, where it lies under it."""
     if not path.is_file():
+        if path.is_symlink() and not path.exists():
+            try:
+                path.stat()
+            except OSError as err:
+                if err.errno == errno.ELOOP:
+                    raise InputError(f"{flag} {path}: a symlink that loops") from None
+            raise MissingInputError(f"{flag} {path}: a symlink to nothing "
+                                    f"({os.readlink(path)})")
         if not path.exists():
             raise MissingInputError(f"{flag} {path}: no such file")
         raise InputError(f"{flag} {path}: not a file")
@@ -200,9 +209,11 @@ def _file_splits(spec: TaskSpec, survey: _Survey) -> list[str]:
         if value in mapped:
             continue
         if not is_split_name(value) or value in splits:
+            # a value named as a split that --split-values gave another value: map it to itself
+            split = value if value in splits else "dev"
             raise InputError(f"--train {spec.files['train']}: column {spec.split_column!r} holds "
                              f"{value!r}, which is no split's value: map it with --split-values "
-                             f"(e.g. dev={value})")
+                             f"(e.g. {split}={value})")
         splits.add(value)
     return sorted(splits, key=_split_order)
 

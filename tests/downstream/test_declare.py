@@ -243,6 +243,40 @@ def test_bad_input_is_one_line_and_leaves_params_as_they_were(
     assert params.read_bytes() == before
 
 
+def test_a_split_value_given_another_value_is_told_to_map_to_itself(params: Path) -> None:
+    """Values train, dev and test, with test=TEST given, suggested mapping test rows to dev."""
+    path = write(params.parent / "data" / "s.csv",
+                 "text,label,set\na,0,train\nb,1,train\nc,0,dev\nd,1,test\n")
+    result = add(params, "mine", "--family", "classification", "--train", str(path),
+                 "--split-column", "set", "--split-values", "test=TEST")
+    assert (result.exit_code, result.stderr) == (
+        2, f"error: --train {path}: column 'set' holds 'test', which is no split's value: map it "
+           "with --split-values (e.g. test=test)\n")
+
+
+@pytest.mark.parametrize("where", ["in the data root", "outside it", "dangling"])
+def test_a_train_file_that_is_a_bad_symlink_is_named_so(params: Path, tmp_path: Path,
+                                                        where: str) -> None:
+    """A symlink loop given as --train was reported as "no such file"."""
+    folder = tmp_path / "data" if where == "in the data root" else tmp_path
+    folder.mkdir(exist_ok=True)
+    train = folder / "loop.csv"
+    if where == "dangling":
+        train.symlink_to(tmp_path / "gone.csv")
+        said = f"--train {train}: a symlink to nothing ({tmp_path / 'gone.csv'})"
+    else:
+        train.symlink_to(folder / "back.csv")
+        (folder / "back.csv").symlink_to(train)
+        # in the data root: the root's check names the loop's first link, in name order
+        said = (f"ingest.root: {folder / 'back.csv'} is a symlink that loops; DVC fails on it: "
+                "remove it from the data root" if where == "in the data root" else
+                f"--train {train}: a symlink that loops")
+    before = params.read_bytes()
+    result = add(params, "mine", "--family", "classification", "--train", str(train))
+    assert (result.exit_code, result.stderr) == (2, f"error: {said}\n")
+    assert params.read_bytes() == before
+
+
 @pytest.mark.parametrize(("name", "args", "message"), [
     ("sst2", [], "tasks.sst2 is already in {params}: choose another name, or --force to replace "
                  "it"),
