@@ -13,7 +13,7 @@ from flows.lock import pipeline_lock
 from flows.publish import publish_report
 from flows.stages import stage_runner
 from gpt1.config import load_params
-from gpt1.dag import write as write_dag
+from gpt1.dag import prepare as prepare_dag
 
 
 def run_stages(repo_root: Path, target: str | None = None, force: bool = False) -> dict[str, bool]:
@@ -28,7 +28,7 @@ def run_stages(repo_root: Path, target: str | None = None, force: bool = False) 
     run_stage = stage_runner(params.flows)
     name = f"flow run {runtime.flow_run.flow_name}/{runtime.flow_run.name}"
     with pipeline_lock(repo_root, params.flows.lock_timeout_seconds, name, logger.warning):
-        write_dag(repo_root, params)  # the stages DVC declares follow params.yaml as it is now
+        prepare_dag(repo_root, params)  # the stages DVC declares follow params.yaml as it is now
         stages = run_order(repo_root) if target is None else rerun_order(repo_root, target)
         forced = set() if not force else set(stages) if target is None else {target}
         ran = {stage: run_stage(stage, repo_root, stage in forced,
@@ -47,6 +47,6 @@ def run_upstream(repo_root: Path, target: str) -> dict[str, bool]:
     run_stage = stage_runner(params.flows)
     name = f"flow run {runtime.flow_run.flow_name}/{runtime.flow_run.name}"
     with pipeline_lock(repo_root, params.flows.lock_timeout_seconds, name, logger.warning):
-        write_dag(repo_root, params)
+        prepare_dag(repo_root, params)
         return {stage: run_stage(stage, repo_root, False, params.flows.lock_timeout_seconds)
                 for stage in upstream_order(repo_root, target)}

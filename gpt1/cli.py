@@ -41,12 +41,10 @@ def write_dag(
     pipeline, the flows, gpt1 set, preset and task add do this themselves)."""
     from gpt1 import dag
     from gpt1.config import load_params
-    from gpt1.data_root import check_data_root
 
     with input_errors():
         loaded = load_params(params)
-        check_data_root(params.parent / loaded.ingest.root)
-        changed = dag.write(params.parent, loaded)
+        changed = dag.prepare(params.parent, loaded)
         stages = dag.resolve(loaded, params.parent).stages()
     typer.echo(f"{params.parent / dag.DAG_FILE}: {'written' if changed else 'up to date'}; "
                f"{len(stages)} stages: {', '.join(stages)}")

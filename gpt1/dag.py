@@ -19,6 +19,7 @@ from pathlib import Path
 
 from gpt1.atomic import write_text
 from gpt1.config import PREDICT_SPLIT, Params, ParamsError, TaskParams, load_params
+from gpt1.data_root import check_data_root
 
 DAG_FILE = Path("dag.yaml")
 LSTM_MODEL = "artifacts/pretrain_lstm"  # stage pretrain_control@lstm's model, as dvc.yaml says
@@ -160,6 +161,14 @@ def write(root: Path, params: Params | None = None) -> bool:
         return False
     write_text(path, text)
     return True
+
+
+def prepare(root: Path, params: Params) -> bool:
+    """`write`, once the data root holds nothing DVC cannot hash (`check_data_root`): for what
+    hands the checkout to DVC next (`gpt1 dag`, the flows), where a FIFO would hang it; not for
+    a stage's own `check`, which would walk the data root at every stage's start."""
+    check_data_root(root / params.ingest.root)
+    return write(root, params)
 
 
 def check(root: Path, params: Params) -> None:

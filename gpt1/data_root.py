@@ -1,8 +1,8 @@
 """The data root (`ingest.root`) checked for what DVC cannot hash: DVC tracks the whole folder, and
 a FIFO under it makes `dvc status` and `dvc repro` wait forever for a writer, while a symlink
-loop fails every dvc command ("Too many levels of symbolic links"). Checked by `gpt1 dag` (which
-`make pipeline` runs before `dvc repro`), `gpt1 task add` and the ingest stage, each naming the
-file."""
+loop fails every dvc command ("Too many levels of symbolic links"). Checked before DVC is handed
+the checkout (`gpt1.dag.prepare`: `gpt1 dag`, which `make pipeline` runs before `dvc repro`, and
+the flows), by `gpt1 task add` and by the ingest stage, each naming the file."""
 
 from __future__ import annotations
 
@@ -16,6 +16,22 @@ from gpt1.errors import InputError
 # file types DVC cannot read as data, by the name a message gives them
 NOT_FILES = {stat.S_IFIFO: "a FIFO (named pipe)", stat.S_IFSOCK: "a socket",
              stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device"}
+
+
+LOOP = "a symlink that loops"
+
+
+def broken_link(path: Path) -> str | None:
+    """What `path` is where it is a symlink that cannot be followed (`LOOP`, or a symlink to
+    nothing); None where it is not one."""
+    if not path.is_symlink() or path.exists():
+        return None
+    try:
+        path.stat()
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            return LOOP
+    return f"a symlink to nothing ({os.readlink(path)})"
 
 
 def check_data_root(root: Path, key: str = "ingest.root") -> None:
@@ -36,15 +52,13 @@ def _check_folder(folder: Path, key: str, above: set[tuple[int, int]]) -> None:
             path = Path(entry.path)
             try:
                 info = entry.stat()  # through symlinks, as DVC reads them
-            except OSError as err:
-                if err.errno == errno.ELOOP:
-                    raise InputError(f"{key}: {path} is a symlink that loops; DVC fails on it: "
-                                     "remove it from the data root") from None
-                if err.errno == errno.ENOENT and entry.is_symlink():
-                    raise InputError(f"{key}: {path} is a symlink to nothing "
-                                     f"({os.readlink(path)}); remove it from the data root"
-                                     ) from None
-                raise
+            except OSError:
+                problem = broken_link(path)
+                if problem is None:
+                    raise
+                fails = "DVC fails on it: " if problem == LOOP else ""
+                raise InputError(f"{key}: {path} is {problem}; {fails}remove it from the data "
+                                 "root") from None
             kind = stat.S_IFMT(info.st_mode)
             if kind in NOT_FILES:
                 raise InputError(f"{key}: {path} is {NOT_FILES[kind]}, not a file: DVC would "

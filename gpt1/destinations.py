@@ -31,10 +31,10 @@ def check_destination(out: Path, *, option: str = "--out", inputs: Sequence[Path
     that exists needs `force`, and a folder there is refused; with `folder`, `out` is a folder
     its writer replaces, and whether an existing one may go is the writer's check."""
     target = Path(os.path.abspath(out))
-    resolved = out.resolve()
+    resolved = _real(out)
     name = f"{option} {out}"
     _not_git_or_dvc_state(name, resolved)
-    projects = sorted({r for r in (_repository_root(Path.cwd().resolve()),
+    projects = sorted({r for r in (_repository_root(_real(Path.cwd())),
                                    _repository_root(resolved)) if r is not None})
     for checkout in projects:
         _not_a_repository_or_its_cache(name, resolved, checkout)
@@ -50,6 +50,12 @@ def check_destination(out: Path, *, option: str = "--out", inputs: Sequence[Path
         raise InputError(f"{name}: exists; refusing to replace it (--force replaces it)")
 
 
+def _real(path: Path) -> Path:
+    """`path` absolute, its symlinks followed as far as they lead (`Path.resolve` raises on a
+    loop; an input that loops is its reader's to report)."""
+    return Path(os.path.realpath(path))
+
+
 def _not_git_or_dvc_state(name: str, resolved: Path) -> None:
     for depth, part in enumerate(resolved.parts):
         if part in STATE_FOLDERS:
@@ -60,7 +66,7 @@ def _not_git_or_dvc_state(name: str, resolved: Path) -> None:
 def _not_an_input(name: str, target: Path, resolved: Path, inputs: Sequence[Path]) -> None:
     """Not an input, nor inside one (a folder read), nor a folder holding one."""
     for source in inputs:
-        read = source.resolve()
+        read = _real(source)
         if read == resolved or (target.exists() and source.exists()
                                 and os.path.samefile(target, source)):
             raise InputError(f"{name}: is the input {source}; {REFUSED}")
@@ -177,7 +183,7 @@ def _not_in_the_data_root(name: str, resolved: Path, checkout: Path) -> None:
         return
     from gpt1.config import load_params  # checked in full, as every command that reads it
 
-    data_root = (checkout / os.path.expanduser(load_params(params).ingest.root)).resolve()
+    data_root = _real(checkout / os.path.expanduser(load_params(params).ingest.root))
     if data_root == resolved or data_root in resolved.parents:
         raise InputError(f"{name}: inside {data_root}, the data root (ingest.root in {params}); "
                          f"{REFUSED}")

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from gpt1 import dag
 from gpt1.cli import app
 from gpt1.config import load_params
 from gpt1.data_root import check_data_root
@@ -59,6 +60,19 @@ def test_what_dvc_cannot_hash_is_named(root: Path, case: str) -> None:
     with pytest.raises(InputError) as caught:
         check_data_root(root)
     assert str(caught.value) == said
+
+
+def test_what_hands_the_checkout_to_dvc_refuses_before_writing_dag_yaml(root: Path,
+                                                                       tmp_path: Path) -> None:
+    """`gpt1.dag.prepare`, which `gpt1 dag` and the flows call before DVC runs."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    shutil.copy(REPO / "params.yaml", repo / "params.yaml")
+    set_keys(repo / "params.yaml", {"ingest.root": str(root)})
+    os.mkfifo(root / "pipe")
+    with pytest.raises(InputError, match="is a FIFO"):
+        dag.prepare(repo, load_params(repo / "params.yaml"))
+    assert not (repo / "dag.yaml").exists()
 
 
 def test_gpt1_dag_task_add_and_ingest_refuse_a_fifo(root: Path, tmp_path: Path) -> None:

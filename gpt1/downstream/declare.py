@@ -5,7 +5,6 @@ before params.yaml is written (`gpt1.presets.edit.set_task`: comments kept)."""
 
 from __future__ import annotations
 
-import errno
 import os
 import re
 from collections import Counter
@@ -25,7 +24,7 @@ from gpt1.config import (
     parse_params,
     read_yaml,
 )
-from gpt1.data_root import check_data_root
+from gpt1.data_root import LOOP, broken_link, check_data_root
 from gpt1.downstream.readers import read_task_split
 from gpt1.downstream.tables import column_texts, iter_batches
 from gpt1.errors import InputError, MissingInputError
@@ -140,14 +139,9 @@ def _family(name: str) -> Family:
 def _under_root(path: Path, flag: str, root: Path, params_path: Path) -> str:
     """`path` (as typed) relative to the data root, where it lies under it."""
     if not path.is_file():
-        if path.is_symlink() and not path.exists():
-            try:
-                path.stat()
-            except OSError as err:
-                if err.errno == errno.ELOOP:
-                    raise InputError(f"{flag} {path}: a symlink that loops") from None
-            raise MissingInputError(f"{flag} {path}: a symlink to nothing "
-                                    f"({os.readlink(path)})")
+        if (problem := broken_link(path)) is not None:
+            missing = MissingInputError if problem != LOOP else InputError
+            raise missing(f"{flag} {path}: {problem}")
         if not path.exists():
             raise MissingInputError(f"{flag} {path}: no such file")
         raise InputError(f"{flag} {path}: not a file")

@@ -157,6 +157,14 @@ def test_a_jsonl_object_is_no_text(tmp_path: Path) -> None:
         select_fields(batch, "classification", {"text": "review"})
 
 
+def test_jsonl_objects_of_clashing_shapes_are_no_text_either(tmp_path: Path) -> None:
+    path = write(tmp_path / "rows.jsonl", '{"review": {"a": 1}}\n{"review": {"a": "x"}}\n')
+    (batch,) = iter_batches(path)
+    with raises(f"{path}:1: column 'review' (text) holds struct<object: string>, not text: give "
+                "its text in the column"):
+        select_fields(batch, "classification", {"text": "review"})
+
+
 def test_jsonl_key_of_lists_and_texts_is_texts(tmp_path: Path) -> None:
     path = write(tmp_path / "mixed.jsonl", '{"c": ["a"]}\n{"c": "b"}\n')
     assert rows(path)[0] == [{"c": '["a"]'}, {"c": "b"}]

@@ -238,6 +238,20 @@ def test_an_existing_out_needs_force_a_folder_or_the_input_never(
     assert not (folder / "scored.csv").exists()
 
 
+def test_an_input_that_is_a_symlink_loop_is_one_line(tmp_path: Path,
+                                                      tokenizer_file: Path) -> None:
+    """The destination check resolved the input and fell over the loop with a traceback."""
+    folder = make_model(tmp_path / "model", spec("classification", ["neg", "pos"],
+                                                 {"text": "review"}), tokenizer_file, 6)
+    (tmp_path / "a.csv").symlink_to(tmp_path / "b.csv")
+    (tmp_path / "b.csv").symlink_to(tmp_path / "a.csv")
+    result = cli("--model", str(folder), "--input", str(tmp_path / "a.csv"), "--out",
+                 str(tmp_path / "o.csv"))
+    assert result.exit_code == 2 and result.output.count("\n") == 1, result.output
+    assert "Too many levels of symbolic links" in result.output
+    assert not (tmp_path / "o.csv").exists()
+
+
 def test_a_format_the_extension_does_not_tell_names_the_option_there_is(
         tmp_path: Path, tokenizer_file: Path) -> None:
     """predict's message pointed to --format, an option it does not have."""
