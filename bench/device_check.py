@@ -214,7 +214,8 @@ def prepare(bundle: Path, shards: Path, bpe: Path, params: Params, root: Path,
         for split in ("train", "dev"):
             table = read_task_split(task, root, split)
             write_encoded(tmp / TASK / f"{split}.parquet",
-                           encode_examples(task, table, tokenizer, cleaner, params.model.n_ctx),
+                           encode_examples(task, table, tokenizer, cleaner,
+                                           params.model.n_ctx).examples,
                            family.targets(task, table))
 
 

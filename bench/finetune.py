@@ -89,8 +89,9 @@ def load_data(params: Params, root: Path, s: Sizes) -> Data:
     texts = [cleaner(t) for t in train.column("text").to_pylist()]
     tok = GPT1Tokenizer(train_bpe(texts, s.vocab_size, min_frequency=2))
     family = family_of(task)
-    return Data(encode_examples(task, train, tok, cleaner, s.n_ctx), family.targets(task, train),
-                encode_examples(task, dev, tok, cleaner, s.n_ctx), family.targets(task, dev), tok)
+    train_ids, dev_ids = (encode_examples(task, split, tok, cleaner, s.n_ctx).examples
+                          for split in (train, dev))
+    return Data(train_ids, family.targets(task, train), dev_ids, family.targets(task, dev), tok)
 
 
 def _random_batches(lengths: np.ndarray, batch_size: int,

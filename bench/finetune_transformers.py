@@ -117,8 +117,9 @@ def load_choice_data(params: Params, root: Path, s: Sizes) -> Data:
         choice for choices in train.column("choices").to_pylist() for choice in choices]
     tok = GPT1Tokenizer(train_bpe([cleaner(t) for t in texts], s.vocab_size, min_frequency=2))
     family = family_of(task)
-    return Data(encode_examples(task, train, tok, cleaner, s.n_ctx), family.targets(task, train),
-                encode_examples(task, dev, tok, cleaner, s.n_ctx), family.targets(task, dev), tok)
+    train_ids, dev_ids = (encode_examples(task, split, tok, cleaner, s.n_ctx).examples
+                          for split in (train, dev))
+    return Data(train_ids, family.targets(task, train), dev_ids, family.targets(task, dev), tok)
 
 
 def save_bundle(folder: Path, data: dict[str, Data], task_sizes: dict[str, Sizes]) -> None:

@@ -236,7 +236,7 @@ def encode(texts: list[str], tok: GPT1Tokenizer, cleaner: TextCleaner,
     """Each text as `gpt1 predict` lays it out for the model (`encode_examples`): <start> text
     <classify>, the text cut to fit `n_ctx`."""
     return encode_examples(SPEC, pa.table({"text": pa.array(texts, pa.string())}), tok, cleaner,
-                           n_ctx)
+                           n_ctx).examples
 
 
 def build(folder: Path, scratch: Path, tiny: bool, rows: int) -> tuple[Inputs, list[str]]:

@@ -87,16 +87,14 @@ def generate(
 ) -> None:
     """Continue a prompt with a pretrained model; prints the prompt and the continuation."""
     from gpt1.corpus.text import TextCleaner
-    from gpt1.corpus.tokenizer import GPT1Tokenizer
     from gpt1.model.generate import sample
-    from gpt1.model.registry import load_model
+    from gpt1.model.registry import load_language_model
 
     with input_errors():
-        tokenizer = GPT1Tokenizer.load(model / "tokenizer.json")
-        net = load_model(model)
-        prompt_ids = tokenizer.encode(TextCleaner()(prompt))
-        new_ids = sample(net, prompt_ids, max_tokens, temperature, top_k, seed)
-    typer.echo(tokenizer.decode(prompt_ids + new_ids))
+        lm = load_language_model(model)
+        prompt_ids = lm.tokenizer.encode(TextCleaner()(prompt))
+        new_ids = sample(lm.model, prompt_ids, max_tokens, temperature, top_k, seed)
+    typer.echo(lm.tokenizer.decode(prompt_ids + new_ids))
 
 
 @app.command("export-hf")
@@ -158,14 +156,15 @@ def import_hf(
     hf_dir: Annotated[Path, typer.Option("--hf", help="a HuggingFace openai-gpt directory "
                                                       "(config.json and model weights)")],
     out: Annotated[Path, typer.Option(help="our model directory to write")],
+    seed: Annotated[int, typer.Option(help="seed of new special-token rows")] = 0,
     force: Annotated[bool, typer.Option(help=FORCE_HELP)] = False,
 ) -> None:
     """Convert a HuggingFace openai-gpt checkpoint (bare, LM head or double heads) to ours."""
-    from gpt1.interop import hf
+    from gpt1.interop.source import import_hf
 
     with input_errors():
         check_destination(out, inputs=(hf_dir,), force=force, folder=True)
-        ignored = hf.import_hf(hf_dir, out, force)
+        ignored = import_hf(hf_dir, out, seed, force)
     if ignored:
         typer.echo(f"ignored (no place in our LM): {', '.join(ignored)}")
     typer.echo(f"{out}: written")

@@ -265,6 +265,14 @@ FAMILY_FIELDS: dict[Family, tuple[str, ...]] = {
     "similarity": ("text_a", "text_b"),
     "multiple_choice": ("context", "question", "choices"),
 }
+# Each family's shortest sequence in tokens: its special tokens and one token of each field (of
+# `FAMILIES`' layouts, which a test checks); a context shorter leaves an example nothing to read.
+FAMILY_MIN_CTX: dict[Family, int] = {
+    "classification": 3,  # <start> text <classify>
+    "entailment": 5,  # <start> premise <delim> hypothesis <classify>
+    "similarity": 5,  # <start> text_a <delim> text_b <classify>
+    "multiple_choice": 6,  # <start> context question <delim> choice <classify>
+}
 Metric = Literal["accuracy", "mcc", "f1", "pearson", "spearman"]
 CLASS_METRICS = frozenset({"accuracy", "mcc", "f1"})
 REGRESSION_METRICS = frozenset({"pearson", "spearman"})
@@ -681,6 +689,21 @@ class Params(Section):
             if unknown:
                 raise ValueError(f"analysis.{key}.tasks: {unknown} are not in the task registry "
                                  f"(tasks: {sorted(self.tasks)})")
+        return self
+
+    @model_validator(mode="after")
+    def _context_holds_every_family(self) -> Params:
+        """model.n_ctx leaves every task fine-tuned (here or in an analysis) room for its
+        family's special tokens and a token of each of its texts."""
+        tuned = {*self.requested_tasks(), *self.analysis.ablation.tasks,
+                 *self.analysis.transfer.tasks}
+        short = sorted((FAMILY_MIN_CTX[self.tasks[name].family], name) for name in tuned
+                       if FAMILY_MIN_CTX[self.tasks[name].family] > self.model.n_ctx)
+        if short:
+            least, name = short[-1]
+            raise ValueError(f"model.n_ctx: {self.model.n_ctx} tokens leave task {name} "
+                             f"({self.tasks[name].family}) no room for its special tokens and "
+                             f"a token of each text; set it to at least {least}")
         return self
 
     @model_validator(mode="after")

@@ -251,13 +251,28 @@ class SplitFigures(Record):
     first split, whose figures lie at the top)."""
 
 
+class SplitTruncation(Record):
+    examples: int
+    cut: int  # examples longer than the context, cut to fit it
+    median_tokens: float | None  # their median length uncut; None where none was cut
+
+
+class Truncation(Record):
+    """What fine-tuning cut to fit the context: per split, how many examples and how long."""
+
+    n_ctx: int
+    splits: dict[str, SplitTruncation]
+
+
 class FinetuneMetrics(Ran):
-    """`metrics/finetune/<task>.json`: each seed's run, the sizes and the eval splits."""
+    """`metrics/finetune/<task>.json`: each seed's run, the sizes and the eval splits, and the
+    examples cut to fit the context."""
 
     split: str
     metrics: list[str]
     train_examples: int
     eval_examples: dict[str, int]
+    truncated: Truncation
     runs: list[SeedRun]
     compute: Compute | None = None
 

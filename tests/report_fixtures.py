@@ -68,24 +68,32 @@ def accuracy(*values: float, split: str = "dev") -> dict[int, dict[str, dict[str
 
 def finetune_file(task: str, per_seed: dict, train: int, eval_examples: dict[str, int],
                   metrics: list[str], majority: dict[str, dict[str, float]] | None = None,
-                  first_epoch: dict | None = None) -> dict[str, Any]:
+                  first_epoch: dict | None = None,
+                  cut: dict[str, tuple[int, float]] | None = None) -> dict[str, Any]:
     """A metrics/finetune/<task>.json as the stage writes it; only what the report reads is
-    filled in (the summary keys for `dvc metrics show` are the stage tests' business)."""
+    filled in (the summary keys for `dvc metrics show` are the stage tests' business). `cut`:
+    per split, the examples cut to fit n_ctx 512 and their median length (none where absent)."""
     splits = list(eval_examples)
+    sizes = {"train": train, **eval_examples}
+    truncated = {"n_ctx": 512, "splits": {
+        split: {"examples": size, "cut": (cut or {}).get(split, (0, None))[0],
+                "median_tokens": (cut or {}).get(split, (0, None))[1]}
+        for split, size in sizes.items()}}
     result: dict[str, Any] = {"task": task, "run": True, "split": splits[0]}
     for split in splits:
         block = result if split == splits[0] else result.setdefault(split, {})
         for metric, value in (majority or {}).get(split, {}).items():
             block[f"majority_{metric}"] = value
     return {**result, "train_examples": train, "eval_examples": eval_examples,
-            "kept_seed": 2, "metrics": metrics, "seeds": list(per_seed),
+            "truncated": truncated, "kept_seed": 2, "metrics": metrics, "seeds": list(per_seed),
             "runs": seed_runs(per_seed, first_epoch)}
 
 
 # SST-2: epoch 2's accuracies 80.0, 78.5, 81.25 (median 80.0); epoch 1 scored 50 everywhere
 SST2 = finetune_file("sst2", accuracy(80.0, 78.5, 81.25), 67349, {"dev": 872}, ["accuracy"],
                      majority={"dev": {"accuracy": 50.92}},
-                     first_epoch={"dev": {"accuracy": 50.0}})
+                     first_epoch={"dev": {"accuracy": 50.0}},
+                     cut={"train": (12, 540.5), "dev": (1, 530.0)})
 MRPC = finetune_file("mrpc", {s: {"dev": {"f1": f, "accuracy": a}}
                               for s, f, a in zip(SEEDS, (80.0, 79.0, 81.0), (70.0, 69.0, 71.0),
                                                  strict=True)},

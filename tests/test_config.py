@@ -83,6 +83,44 @@ def test_heads_must_divide_width(raw: dict, tmp_path: Path) -> None:
     assert "must be divisible by n_head" in _error(raw, tmp_path)
 
 
+# the paper's input transformations (Figure 1): the special tokens and one token of each text
+SHORTEST_EXAMPLE = {"sst2": 3,  # <start> text <classify>
+                    "rte": 5,  # <start> premise <delim> hypothesis <classify>
+                    "stsb": 5,  # <start> text_a <delim> text_b <classify>
+                    "race": 6}  # <start> context question <delim> answer <classify>
+
+
+@pytest.mark.parametrize("task", sorted(SHORTEST_EXAMPLE))
+def test_a_context_too_short_for_a_task_fine_tuned_is_refused(raw: dict, tmp_path: Path,
+                                                              task: str) -> None:
+    """model.n_ctx=2 fine-tuned on empty examples and reported accuracy 47.0 with exit 0."""
+    least = SHORTEST_EXAMPLE[task]
+    raw["finetune"]["tasks"] = [task]
+    raw["model"]["n_ctx"] = least
+    load_params_from(raw, tmp_path)
+    raw["model"]["n_ctx"] = least - 1
+    family = raw["tasks"][task]["family"]
+    assert _error(raw, tmp_path).endswith(
+        f"model.n_ctx: {least - 1} tokens leave task {task} ({family}) no room for its special "
+        f"tokens and a token of each text; set it to at least {least}")
+
+
+def test_a_short_context_names_the_task_that_needs_the_most(raw: dict, tmp_path: Path) -> None:
+    raw["finetune"]["tasks"] = ["sst2"]
+    raw["analysis"]["transfer"]["tasks"] = {"race": 100}
+    raw["model"]["n_ctx"] = 2
+    assert "leave task race (multiple_choice) no room" in _error(raw, tmp_path)
+    raw["analysis"]["transfer"]["tasks"] = {}
+    raw["model"]["n_ctx"] = 4  # enough for sst2; the entailment tasks declared are not run
+    load_params_from(raw, tmp_path)
+
+
+def load_params_from(raw: dict, tmp_path: Path) -> None:
+    path = tmp_path / "ok-params.yaml"
+    YAML(typ="safe", pure=True).dump(raw, path)
+    load_params(path)
+
+
 def test_task_listed_twice(raw: dict, tmp_path: Path) -> None:
     raw["finetune"]["tasks"] = ["sst2", "sst2"]
     assert "finetune.tasks: list each task once" in _error(raw, tmp_path)

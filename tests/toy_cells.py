@@ -22,7 +22,7 @@ def analysis_params(**analysis: Any) -> Params:
 
 def _split(rows: int, first: int = 0) -> Split:
     ids = np.arange(first, first + rows)
-    return Split([[[int(i), 1]] for i in ids], ids % 2, ids)
+    return Split([[[int(i), 1]] for i in ids], ids % 2, ids, np.full(rows, 2))
 
 
 def toy_cell(params: Params, train: int = 5, dev: int = 3) -> cells.Cell:

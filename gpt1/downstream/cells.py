@@ -13,9 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from gpt1.config import AblationParams, Params, TaskParams, Variant
-from gpt1.corpus.tokenizer import GPT1Tokenizer
 from gpt1.downstream.seed_runs import Split, load_splits, run_seed, summary
-from gpt1.model.registry import load_config
+from gpt1.model.registry import load_config, load_tokenizer
 from gpt1.model.trunk import Trunk
 
 log = logging.getLogger(__name__)
@@ -39,7 +38,7 @@ def load_cell(params: Params, task: str, task_dir: Path, pretrained: Path) -> Ce
     through its input transformation with the tokenizer and context of the model in
     `pretrained`, the eval splits cut to `analysis.max_dev_examples`."""
     spec = params.tasks[task]
-    tok = GPT1Tokenizer.load(pretrained / "tokenizer.json")
+    tok = load_tokenizer(pretrained)
     n_ctx = load_config(pretrained / "config.json").n_ctx
     splits = load_splits(task_dir, spec, ["train", *spec.eval_splits], tok, n_ctx)
     data = {split: d if split == "train" else d.head(params.analysis.max_dev_examples)

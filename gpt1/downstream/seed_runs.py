@@ -33,6 +33,7 @@ class Split:
     examples: list[list[list[int]]]
     targets: np.ndarray | None  # None where the split is unlabelled (GLUE test sets)
     idx: np.ndarray
+    lengths: np.ndarray  # each example's longest sequence uncut, in tokens (`Encoded`)
 
 
     def head(self, rows: int | None) -> Split:
@@ -40,7 +41,8 @@ class Split:
         if rows is None:
             return self
         return Split(self.examples[:rows],
-                     None if self.targets is None else self.targets[:rows], self.idx[:rows])
+                     None if self.targets is None else self.targets[:rows], self.idx[:rows],
+                     self.lengths[:rows])
 
 
 @dataclass
@@ -58,16 +60,33 @@ class SeedRun:
 def load_splits(task_dir: Path, task: TaskParams, splits: list[str], tok: GPT1Tokenizer,
                 n_ctx: int) -> dict[str, Split]:
     """Each split's examples (`task_dir/<split>.parquet`, as ingest writes them) through the
-    task's input transformation, and its targets."""
+    task's input transformation, and its targets; the examples cut to fit `n_ctx` logged."""
     cleaner = TextCleaner()
     loaded = {}
     for split in splits:
         table = pq.read_table(task_dir / f"{split}.parquet")
         labelled = table.column("label").null_count == 0
-        loaded[split] = Split(encode_examples(task, table, tok, cleaner, n_ctx),
+        encoded = encode_examples(task, table, tok, cleaner, n_ctx)
+        loaded[split] = Split(encoded.examples,
                               family_of(task).targets(task, table) if labelled else None,
-                              table.column("idx").to_numpy())
+                              table.column("idx").to_numpy(), encoded.lengths)
+    cut = truncation(loaded, n_ctx)
+    log.info("%s: examples longer than n_ctx (%d tokens), cut to fit: %s", task.title, n_ctx,
+             "; ".join(f"{split} {c['cut']:,} of {c['examples']:,}"
+                       + (f" (median {c['median_tokens']:g} tokens)" if c["cut"] else "")
+                       for split, c in cut["splits"].items()))
     return loaded
+
+
+def truncation(data: dict[str, Split], n_ctx: int) -> dict[str, Any]:
+    """Per split, how many examples were cut to fit `n_ctx` and their median length uncut (None
+    where none was), as the metrics file holds it."""
+    splits = {}
+    for split, d in data.items():
+        cut = d.lengths[d.lengths > n_ctx]
+        splits[split] = {"examples": len(d.lengths), "cut": len(cut),
+                         "median_tokens": float(np.median(cut)) if len(cut) else None}
+    return {"n_ctx": n_ctx, "splits": splits}
 
 
 def run_seed(task: TaskParams, cfg: FinetuneTrainParams, trunk: Trunk, data: dict[str, Split],

@@ -23,15 +23,21 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from gpt1.config import TaskParams
+from gpt1.config import FAMILY_MIN_CTX, TaskParams
 from gpt1.corpus.tokenizer import GPT1Tokenizer
 from gpt1.downstream.families import TaskFamily, family_of
 from gpt1.errors import InputError, MissingInputError
 from gpt1.model.heads import TaskModel
-from gpt1.model.registry import build_trunk, load_config, load_safetensors, save_safetensors
+from gpt1.model.registry import (
+    TOKENIZER,
+    build_trunk,
+    check_tokenizer,
+    load_config,
+    load_safetensors,
+    save_safetensors,
+)
 
 CARD = "task.json"
-TOKENIZER = "tokenizer.json"
 FILES = ("config.json", "model.safetensors", TOKENIZER, CARD)
 CARD_FORMAT = 1
 # what `gpt1.corpus.text.TextCleaner` does to every text before BPE, as the card records it
@@ -121,6 +127,12 @@ def load_finetuned(model_dir: Path) -> Finetuned:
     card = read_card(model_dir)
     tokenizer = GPT1Tokenizer.load(model_dir / TOKENIZER)
     config = load_config(model_dir / "config.json")
+    check_tokenizer(config, tokenizer, model_dir)
+    if not FAMILY_MIN_CTX[card.spec.family] <= card.n_ctx <= config.n_ctx:
+        raise InputError(f"{model_dir / CARD}: n_ctx {card.n_ctx}, expected between "
+                         f"{FAMILY_MIN_CTX[card.spec.family]} (the shortest {card.spec.family} "
+                         f"example) and the model's {config.n_ctx} positions "
+                         f"({model_dir / 'config.json'})")
     state = load_safetensors(model_dir / "model.safetensors")
     outputs = card.family.n_outputs(card.spec)
     model = TaskModel(build_trunk(config), family_of(card.spec), outputs, dropout=0.0, seed=0)

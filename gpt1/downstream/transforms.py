@@ -7,8 +7,10 @@ context (`truncate_segments`), among the special tokens `<start>`, `<delim>` and
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from itertools import product
 
+import numpy as np
 import pyarrow as pa
 
 from gpt1.config import TaskParams
@@ -60,30 +62,42 @@ def _truncation_cap(lengths: list[int], budget: int) -> int:
     return lo
 
 
+@dataclass(frozen=True)
+class Encoded:
+    """A table's examples as token sequences, and how long each example's longest sequence
+    would be uncut: those longer than the context lost the tokens past it."""
+
+    examples: list[list[list[int]]]
+    lengths: np.ndarray  # per example, in tokens, special tokens included
+
+
 def encode_examples(task: TaskParams, table: pa.Table, tok: GPT1Tokenizer, cleaner: TextCleaner,
-                    n_ctx: int) -> list[list[list[int]]]:
+                    n_ctx: int) -> Encoded:
     """Every example's token sequences, each <= `n_ctx`, as the task's family lays them out
     (`TaskFamily.layouts`): the example's texts, cut together to fit (`truncate_segments`),
     among the special tokens. An example with a list of candidates is read once per candidate."""
     family = family_of(task)
     special = {START: tok.start_id, DELIM: tok.delim_id, CLASSIFY: tok.classify_id}
     layouts = [layout.split() for layout in family.layouts]
-    budget = n_ctx - sum(word in special for word in layouts[0])
+    n_special = sum(word in special for word in layouts[0])
     names = [column.name for column in family.columns]
     is_list = [pa.types.is_list(table.column(name).type) for name in names]
     columns = [_encode_column(table.column(name), tok, cleaner) for name in names]
-    examples = []
+    examples, lengths = [], []
     for values in zip(*columns, strict=True):
-        sequences = []
+        sequences, longest = [], 0
         # one reading of the example per candidate, the candidate in its list's place
         for reading in product(*(v if many else [v] for v, many in zip(values, is_list,
                                                                          strict=True))):
-            cut = dict(zip(names, truncate_segments(list(reading), budget), strict=True))
+            longest = max(longest, n_special + sum(map(len, reading)))
+            cut = dict(zip(names, truncate_segments(list(reading), n_ctx - n_special),
+                           strict=True))
             sequences.extend([token for word in layout
                               for token in ([special[word]] if word in special else cut[word])]
                              for layout in layouts)
         examples.append(sequences)
-    return examples
+        lengths.append(longest)
+    return Encoded(examples, np.array(lengths, dtype=np.int64))
 
 
 def _encode_column(column: pa.ChunkedArray, tok: GPT1Tokenizer,

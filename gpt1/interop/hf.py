@@ -31,7 +31,13 @@ from gpt1.atomic import atomic_dir, check_replaceable
 from gpt1.config import Family
 from gpt1.corpus.tokenizer import CLASSIFY, DELIM, PAD, START, UNK, GPT1Tokenizer
 from gpt1.errors import InputError, MissingInputError
-from gpt1.model.registry import load_model, load_safetensors, save_model, save_safetensors
+from gpt1.model.registry import (
+    TOKENIZER,
+    load_model,
+    load_safetensors,
+    load_tokenizer,
+    save_safetensors,
+)
 from gpt1.model.transformer import GPT1, GPT1Config
 from gpt1.model.trunk import Trunk
 
@@ -119,15 +125,15 @@ def from_hf_config(hf: dict[str, Any], source: str = "config") -> GPT1Config:
                   "it must equal n_positions (one position embedding per context slot)"),
         "tie_word_embeddings": (not hf.get("tie_word_embeddings", True),
                                 "our LM head is tied to the token embedding"),
-        "n_head": (hf["n_head"] < 1 or hf["n_embd"] % hf["n_head"] != 0, "it must divide n_embd"),
     }
     for key, (bad, why) in unsupported.items():
         if bad:
             raise InputError(f"{source}: unsupported {key}={hf.get(key)!r}: {why}")
-    return GPT1Config(
-        vocab_size=hf["vocab_size"], n_ctx=hf["n_positions"], n_embd=hf["n_embd"],
-        n_layer=hf["n_layer"], n_head=hf["n_head"], **{k: hf[k] for k in OPTIONAL if k in hf},
-    )
+    # through the checks our own config.json gets: what is imported, every command loads
+    ours = {"vocab_size": hf["vocab_size"], "n_ctx": hf["n_positions"], "n_embd": hf["n_embd"],
+            "n_layer": hf["n_layer"], "n_head": hf["n_head"],
+            **{key: hf[key] for key in OPTIONAL if key in hf}}
+    return GPT1Config.from_json(ours, source, defaults=True)
 
 
 def to_hf_state_dict(model: GPT1) -> dict[str, torch.Tensor]:
@@ -367,9 +373,9 @@ def export_hf(model_dir: Path, out_dir: Path, force: bool = False) -> Path:
     (`NO_HF_CLASS`). `tokenizer_config.json` makes `AutoTokenizer` load `tokenizer.json` as it
     is. An existing `out_dir` holding more than the files it writes is refused, unless `force`.
     """
-    # imported here: the pretrain stage imports this module (import_hf), and fine-tuning's code
-    # is no dependency of it
-    from gpt1.downstream.standalone import CARD, TOKENIZER, load_finetuned, read_card
+    # imported here: the pretrain stage imports this module (gpt1.interop.source), and
+    # fine-tuning's code is no dependency of it
+    from gpt1.downstream.standalone import CARD, load_finetuned, read_card
 
     check_replaceable(out_dir, (*MODEL_DIR_FILES, TOKENIZER_CONFIG, CARD), force)
     templated = False
@@ -392,9 +398,11 @@ def export_hf(model_dir: Path, out_dir: Path, force: bool = False) -> Path:
                           for k, v in finetuned.model.head.state_dict().items()}}
         copied = (TOKENIZER, CARD)
     else:
+        copied = (TOKENIZER,) if (model_dir / TOKENIZER).is_file() else ()
+        if copied:
+            load_tokenizer(model_dir)  # read to check it against the model, then copied
         trunk = _gpt1(load_model(model_dir), model_dir)
         config, weights = to_hf_config(trunk.config), to_hf_state_dict(trunk)
-        copied = (TOKENIZER,) if (model_dir / TOKENIZER).is_file() else ()
     with atomic_dir(out_dir) as tmp:
         (tmp / "config.json").write_text(json.dumps(config, indent=2) + "\n")
         save_safetensors(weights, tmp / "model.safetensors")
@@ -434,16 +442,3 @@ def load_hf_model(hf_dir: Path, cfg: GPT1Config) -> tuple[GPT1, list[str]]:
                              "finite (NaN or infinity): the checkpoint is damaged")
     return from_hf_state_dict(sd, cfg, str(weights_path))
 
-
-def import_hf(hf_dir: Path, out_dir: Path, force: bool = False) -> list[str]:
-    """Write the HF `openai-gpt` checkpoint in `hf_dir` as our model directory `out_dir`.
-
-    Reads `config.json` and `model.safetensors` (or `pytorch_model.bin`); returns the keys it
-    left out. The tokenizer is not copied: ours must hold GPT-1's special tokens. An existing
-    `out_dir` holding more than `MODEL_DIR_FILES` is refused, unless `force`.
-    """
-    check_replaceable(out_dir, MODEL_DIR_FILES, force)
-    model, ignored = load_hf_model(hf_dir, read_hf_config(hf_dir))
-    with atomic_dir(out_dir) as tmp:
-        save_model(model, tmp)
-    return ignored

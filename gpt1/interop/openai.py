@@ -179,8 +179,9 @@ def release_config(shapes: list[Shape], n_ctx: int = 512, n_head: int = 12,
                          f"positions, got {n_ctx}")
     if n_head < 1 or layout.n_embd % n_head:
         raise InputError(f"n_head must divide the embedding width {layout.n_embd}, got {n_head}")
-    return GPT1Config(vocab_size=layout.n_tokens + n_special, n_ctx=n_ctx, n_embd=layout.n_embd,
-                      n_layer=layout.n_layer, n_head=n_head)
+    return GPT1Config.from_json({"vocab_size": layout.n_tokens + n_special, "n_ctx": n_ctx,
+                                 "n_embd": layout.n_embd, "n_layer": layout.n_layer,
+                                 "n_head": n_head}, SHAPES_FILE, defaults=True)
 
 
 def special_rows(n_special: int, n_embd: int, seed: int) -> np.ndarray:

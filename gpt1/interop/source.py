@@ -1,10 +1,11 @@
 """A GPT-1 pretrained elsewhere as the pipeline's pretrained model (`pretrain.source`): OpenAI's
-released weights, or a HuggingFace `openai-gpt` directory. Each comes with its own BPE, after
-which GPT-1's special tokens are appended, with new token rows drawn as the original drew them
+released weights, or a HuggingFace `openai-gpt` directory, which `gpt1 import-hf` also writes as
+a model folder of ours (`import_hf`). Each comes with its own BPE, after which GPT-1's special
+tokens are appended, with new token rows drawn as the original drew them
 (`gpt1.interop.openai.special_rows`); a directory `gpt1 export-hf` wrote has those tokens and
-their rows already (`carried_special_rows`), and keeps them. The architecture its files state
-is checked against `params.yaml`'s model section before any weight is read: what it says is
-what is fine-tuned."""
+their rows already (`carried_special_rows`), and keeps them. For `pretrain.source`, the
+architecture its files state is checked against `params.yaml`'s model section before any weight
+is read: what it says is what is fine-tuned."""
 
 from __future__ import annotations
 
@@ -14,10 +15,11 @@ from pathlib import Path
 
 from tokenizers import Tokenizer
 
+from gpt1.atomic import atomic_dir, check_replaceable
 from gpt1.config import ModelParams, Source
 from gpt1.corpus.tokenizer import END_OF_WORD, SPECIAL_TOKENS
 from gpt1.errors import InputError, MissingInputError
-from gpt1.interop.hf import load_hf_model, read_hf_config
+from gpt1.interop.hf import MODEL_DIR_FILES, load_hf_model, read_hf_config
 from gpt1.interop.openai import (
     ENCODER_FILE,
     SHAPES_FILE,
@@ -33,7 +35,8 @@ from gpt1.interop.openai import (
     release_to_model,
     release_tokenizer,
 )
-from gpt1.model.transformer import GPT1
+from gpt1.model.registry import TOKENIZER, save_model
+from gpt1.model.transformer import GPT1, GPT1Config
 
 # An HF directory's tokenizer: the release's encoder and merges renamed (the hub's openai-gpt,
 # transformers before 5), or the same two in a `tokenizers` file (transformers 5's save_pretrained)
@@ -109,14 +112,40 @@ def _hf_directory(folder: Path, model: ModelParams, seed: int) -> Pretrained:
     cfg = read_hf_config(folder)
     check_architecture(Architecture(cfg.n_ctx, cfg.n_embd, cfg.n_layer, cfg.n_head), model,
                        folder / "config.json")
+    pretrained, _ = _hf_pretrained(folder, cfg, model.n_ctx, seed, model.dropout)
+    return pretrained
+
+
+def _hf_pretrained(folder: Path, cfg: GPT1Config, n_ctx: int, seed: int,
+                   dropout: float | None) -> tuple[Pretrained, list[str]]:
+    """The model of config `cfg` in HF directory `folder` with its tokenizer, GPT-1's special
+    tokens after its BPE (`hf_tokenizer`, `carried_special_rows`), positions cut to `n_ctx`;
+    and the weights left out (`load_hf_model`)."""
     tokenizer, tokenizer_path = hf_tokenizer(folder)
     n_tokens = tokenizer.get_vocab_size(with_added_tokens=False)
     carried = carried_special_rows(tokenizer_path, n_tokens, cfg.vocab_size)
     check_vocabulary(tokenizer, cfg.vocab_size - carried, tokenizer_path,
                      "config.json (vocab_size)")
-    base, _ = load_hf_model(folder, cfg)
-    weights = adapted(base, model.n_ctx, len(SPECIAL_TOKENS) - carried, seed, model.dropout)
-    return Pretrained(weights, tokenizer)
+    base, ignored = load_hf_model(folder, cfg)
+    weights = adapted(base, n_ctx, len(SPECIAL_TOKENS) - carried, seed, dropout)
+    return Pretrained(weights, tokenizer), ignored
+
+
+def import_hf(hf_dir: Path, out_dir: Path, seed: int = 0, force: bool = False) -> list[str]:
+    """Write the HF `openai-gpt` directory `hf_dir` as our model folder `out_dir`
+    (`config.json`, `model.safetensors`, `tokenizer.json`: what `gpt1 generate`, `export-hf`
+    and fine-tuning load), its special tokens' rows carried or drawn with `seed`; returns the
+    weights left out. Reads `config.json`, `model.safetensors` (or `pytorch_model.bin`) and the
+    tokenizer (`hf_tokenizer`). An existing `out_dir` holding more than `MODEL_DIR_FILES` is
+    refused, unless `force`; it is replaced atomically."""
+    hf_dir, out_dir = Path(hf_dir), Path(out_dir)
+    check_replaceable(out_dir, MODEL_DIR_FILES, force)
+    cfg = read_hf_config(hf_dir)
+    pretrained, ignored = _hf_pretrained(hf_dir, cfg, cfg.n_ctx, seed, dropout=None)
+    with atomic_dir(out_dir) as tmp:
+        save_model(pretrained.model, tmp)
+        pretrained.tokenizer.save(str(tmp / TOKENIZER))
+    return ignored
 
 
 def carried_special_rows(tokenizer_path: Path, n_tokens: int, token_rows: int) -> int:

@@ -9,7 +9,6 @@ from typing import Any
 
 from gpt1.atomic import atomic_dir
 from gpt1.config import Params
-from gpt1.corpus.tokenizer import GPT1Tokenizer
 from gpt1.downstream.families import family_of
 from gpt1.downstream.seed_runs import (
     load_splits,
@@ -17,10 +16,11 @@ from gpt1.downstream.seed_runs import (
     median_run,
     run_seed,
     summary,
+    truncation,
     write_predictions,
 )
-from gpt1.downstream.standalone import TOKENIZER, save_finetuned, task_card
-from gpt1.model.registry import load_config, load_model
+from gpt1.downstream.standalone import save_finetuned, task_card
+from gpt1.model.registry import TOKENIZER, load_config, load_model, load_tokenizer
 from gpt1.training.device import placement
 from gpt1.training.finetune_loop import predict
 
@@ -33,7 +33,7 @@ def finetune_task(params: Params, task: str, splits: list[str], task_dir: Path,
     once per seed of `finetune.seeds`; write the median seed's model and dev predictions to
     `out_dir`; return the metrics file's content."""
     spec = params.tasks[task]
-    tok = GPT1Tokenizer.load(pretrained / TOKENIZER)
+    tok = load_tokenizer(pretrained)
     n_ctx = load_config(pretrained / "config.json").n_ctx
     data = load_splits(task_dir, spec, splits, tok, n_ctx)
     log.info("%s (%s): %s examples; seeds %s", spec.title, spec.family,
@@ -59,6 +59,7 @@ def finetune_task(params: Params, task: str, splits: list[str], task_dir: Path,
         **summary(spec, runs, majority_scores(spec, data)),
         "train_examples": len(data["train"].examples),
         "eval_examples": {s: len(data[s].examples) for s in spec.eval_splits},
+        "truncated": truncation(data, n_ctx),
         "kept_seed": kept.seed,
         "compute": kept.compute,
         "metrics": spec.metrics,

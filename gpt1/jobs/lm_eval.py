@@ -12,9 +12,8 @@ from typing import Any
 
 from gpt1.atomic import atomic_dir
 from gpt1.config import Params
-from gpt1.corpus.tokenizer import GPT1Tokenizer
 from gpt1.model.generate import sample_text
-from gpt1.model.registry import load_model
+from gpt1.model.registry import load_language_model
 from gpt1.training.device import placement
 from gpt1.training.heldout import heldout_files, heldout_metrics
 
@@ -28,9 +27,9 @@ def lm_eval(params: Params, pretrained: Path, shards: Path, pretrain_metrics: Pa
     and `pretrain_metrics` give the baselines beside it). Returns the metrics, or None when no
     held-out file is named. Bad params are found before anything is written."""
     files = heldout_files(params)
-    tokenizer = GPT1Tokenizer.load(pretrained / "tokenizer.json")
     place = placement(params.pretrain.device, params.pretrain.precision)
-    model = load_model(pretrained).to(place.device)
+    lm = load_language_model(pretrained)
+    model, tokenizer = lm.model.to(place.device), lm.tokenizer
     text = {"model": pretrained.as_posix(),
             **sample_text(model, tokenizer, params.lm_eval.sample)}
     log.info("the model writes: %s|%s", text["prompt_as_read"], text["continuation"])

@@ -236,7 +236,7 @@ def _predicted(model: Finetuned, batch: TableBatch, columns: dict[str, str | lis
                cleaner: TextCleaner, batch_size: int, place: Placement) -> pa.Table:
     texts = select_fields(batch, model.card.spec.family, columns)
     examples = encode_examples(model.card.spec, _family_table(texts), model.tokenizer, cleaner,
-                               model.card.n_ctx)
+                               model.card.n_ctx).examples
     outputs = predict(model.model, examples, model.tokenizer.pad_id, batch_size, place.device,
                       place.dtype)
     table = batch.table

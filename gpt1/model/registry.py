@@ -1,13 +1,16 @@
-"""The trunks by `model_type`, and model folders (`config.json` + `model.safetensors`) saved and
-loaded through them. Adding a trunk: its module, and one line in `TRUNKS`."""
+"""The trunks by `model_type`, and model folders (`config.json` + `model.safetensors`, and the
+`tokenizer.json` a language model reads) saved and loaded through them, their files checked
+against each other. Adding a trunk: its module, and one line in `TRUNKS`."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
+from gpt1.corpus.tokenizer import GPT1Tokenizer
 from gpt1.errors import InputError, MissingInputError
 from gpt1.model.lstm import LSTM
 from gpt1.model.transformer import GPT1
@@ -19,6 +22,7 @@ TRUNKS: dict[str, type[Trunk]] = {
 }
 # the type of a config.json written before trunks were told apart: they were all GPT-1
 UNTYPED_MODEL_TYPE = "gpt1"
+TOKENIZER = "tokenizer.json"
 
 
 def _trunk_class(model_type: str, where: str) -> type[Trunk]:
@@ -75,13 +79,18 @@ def save_model(model: Trunk, out_dir: Path) -> None:
     save_safetensors(model.state_dict(), out_dir / "model.safetensors")
 
 
+def _check_files(model_dir: Path, *names: str) -> None:
+    for name in names:
+        if not (model_dir / name).is_file():
+            raise MissingInputError(f"{model_dir / name}: not found (run the pretrain stage "
+                                    "first)")
+
+
 def load_model(model_dir: Path, map_location: str | torch.device = "cpu") -> Trunk:
     """Rebuild a model saved by `save_model`, as the trunk its config names; loading executes no
     code (safetensors + JSON)."""
     config_path, weights_path = model_dir / "config.json", model_dir / "model.safetensors"
-    for path in (config_path, weights_path):
-        if not path.is_file():
-            raise MissingInputError(f"{path}: not found (run the pretrain stage first)")
+    _check_files(model_dir, config_path.name, weights_path.name)
     model = build_trunk(load_config(config_path))
     state = load_safetensors(weights_path, device=str(map_location))
     expected = model.state_dict()
@@ -98,3 +107,37 @@ def load_model(model_dir: Path, map_location: str | torch.device = "cpu") -> Tru
                              f"{config_path.name} makes it {tuple(tensor.shape)}")
     model.load_state_dict(state)
     return model
+
+
+def check_tokenizer(config: TrunkConfig, tokenizer: GPT1Tokenizer, model_dir: Path) -> None:
+    """InputError unless the tokenizer in `model_dir` has one token for each row of the token
+    table its `config.json` gives the model: fewer tokens leave rows no text reaches, more give
+    ids past the table's end."""
+    if tokenizer.vocab_size != config.vocab_size:
+        raise InputError(f"{model_dir / TOKENIZER}: {tokenizer.vocab_size:,} tokens, but "
+                         f"{model_dir / 'config.json'} gives the model {config.vocab_size:,} "
+                         "token rows (vocab_size): the two are not one model's")
+
+
+def load_tokenizer(model_dir: Path) -> GPT1Tokenizer:
+    """The `tokenizer.json` of a model folder, checked against its `config.json`
+    (`check_tokenizer`) before any weight is read."""
+    _check_files(model_dir, "config.json")
+    tokenizer = GPT1Tokenizer.load(model_dir / TOKENIZER)
+    check_tokenizer(load_config(model_dir / "config.json"), tokenizer, model_dir)
+    return tokenizer
+
+
+@dataclass(frozen=True)
+class LanguageModel:
+    """A pretrained model folder, loaded: the trunk and the tokenizer it reads."""
+
+    model: Trunk
+    tokenizer: GPT1Tokenizer
+
+
+def load_language_model(model_dir: Path, map_location: str | torch.device = "cpu"
+                        ) -> LanguageModel:
+    """A model folder's trunk (`load_model`) and tokenizer (`load_tokenizer`)."""
+    tokenizer = load_tokenizer(model_dir)
+    return LanguageModel(load_model(model_dir, map_location), tokenizer)

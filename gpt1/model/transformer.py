@@ -39,6 +39,8 @@ class GPT1Config(TrunkConfig):
     initializer_range: float = 0.02
 
     def check(self) -> str | None:
+        if problem := super().check():
+            return problem
         if self.n_embd % self.n_head:
             return f"n_head={self.n_head} does not divide n_embd={self.n_embd}"
         return None

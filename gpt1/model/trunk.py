@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
-from dataclasses import asdict
+from dataclasses import MISSING, asdict, fields
 from pathlib import Path
-from typing import Any, ClassVar, get_type_hints
+from typing import Any, ClassVar, Self, get_type_hints
 
 import torch
 import torch.nn.functional as F
@@ -39,7 +39,11 @@ class TrunkConfig(ABC):
         """Forward + backward FLOPs per token of a training step (model FLOPs utilisation)."""
 
     def check(self) -> str | None:
-        """What makes this config unbuildable beyond its fields' types, or None."""
+        """What makes this config unbuildable beyond its fields' types, or None: here, a
+        dropout probability (`*_pdrop`) of 1 or more."""
+        for key, value in asdict(self).items():  # type: ignore[call-overload]
+            if key.endswith("_pdrop") and value >= 1:
+                return f"{key}={value!r}, expected a probability below 1"
         return None
 
     def save(self, path: Path) -> None:
@@ -47,11 +51,16 @@ class TrunkConfig(ABC):
         path.write_text(json.dumps({"model_type": self.model_type, **fields}, indent=2) + "\n")
 
     @classmethod
-    def from_json(cls, data: dict[str, Any], path: Path) -> TrunkConfig:
+    def from_json(cls, data: dict[str, Any], path: Path | str,
+                  defaults: bool = False) -> Self:
         """The config in `data` (a config.json without its `model_type`); ValueError names
-        `path` and the key at fault."""
+        `path` and the key at fault. With `defaults`, a key left out takes its field's default
+        (a config written elsewhere, which says less than ours)."""
         types = get_type_hints(cls)
         types = {key: kind for key, kind in types.items() if key != "model_type"}
+        if defaults:
+            data = {**{f.name: f.default for f in fields(cls)  # type: ignore[arg-type]
+                       if f.default is not MISSING}, **data}
         if missing := sorted(types.keys() - data.keys()):
             raise InputError(f"{path}: missing keys {missing}")
         if unknown := sorted(data.keys() - types.keys()):

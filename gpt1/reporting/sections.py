@@ -260,6 +260,32 @@ def _task_rows(run: Run, name: str, task: TaskParams) -> list[list[str]]:
     return rows
 
 
+def truncation_note(run: Run) -> str | None:
+    """What fine-tuning cut to fit the context, per task that ran: the examples of each split
+    longer than n_ctx and their median length uncut, or that none was; None where none ran."""
+    cut, whole = [], []
+    for name, result in run.data.finetune.items():
+        if not result["run"]:
+            continue
+        truncated = result["truncated"]
+        splits = [f"{split} {c['cut']:,} of {c['examples']:,} (median {c['median_tokens']:,.0f} "
+                  "tokens)" for split, c in truncated["splits"].items() if c["cut"]]
+        if splits:
+            cut.append(f"{run.tasks[name].title} (n_ctx {truncated['n_ctx']}): "
+                       f"{', '.join(splits)}")
+        else:
+            whole.append(f"{run.tasks[name].title} (n_ctx {truncated['n_ctx']})")
+    if not cut and not whole:
+        return None
+    told = []
+    if cut:
+        told.append("Examples longer than the context, cut to fit it (the texts lose their "
+                    f"ends, longest first): {'; '.join(cut)}.")
+    if whole:
+        told.append(f"No example was cut in {', '.join(whole)}.")
+    return " ".join(told)
+
+
 def finetune_section(run: Run) -> Section:
     """A row per task and dev split (the median over seeds, its spread, the majority class, the
     paper's figure), in registry order, then why the others did not run; the summary chart and
@@ -273,6 +299,8 @@ def finetune_section(run: Run) -> Section:
     blocks: list[Any] = [Table(["task", "metric", "ours (median)", "[min, max]", "seeds",
                                 "majority class", "paper", "train examples"], rows, left=2)
                          if rows else "No task was fine-tuned."]
+    if (note := truncation_note(run)) is not None:
+        blocks.append(note)
     if not_run:
         blocks += ["Not run (registry order):", Bullets(
             [f"{', '.join(titles)}: {reason}" for reason, titles in not_run.items()])]

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 import torch
 
-from gpt1.config import FAMILY_FIELDS, Family, TaskParams, load_params
+from gpt1.config import FAMILY_FIELDS, FAMILY_MIN_CTX, Family, TaskParams, load_params
 from gpt1.corpus.tokenizer import CLASSIFY, DELIM, START
 from gpt1.downstream.families import FAMILIES, ChoiceFamily, TaskFamily, family_of
 
@@ -35,6 +35,16 @@ def test_config_knows_each_familys_fields() -> None:
     for name, family in FAMILIES.items():
         assert FAMILY_FIELDS[name] == tuple(column.name for column in family.columns)
     assert FAMILY_FIELDS["multiple_choice"] == ("context", "question", "choices")
+
+
+def test_config_knows_each_familys_shortest_sequence() -> None:
+    """model.n_ctx is checked at load against the shortest sequence of each family: its special
+    tokens and one token per text, as the family's layouts lay them out."""
+    for name, family in FAMILIES.items():
+        for layout in family.layouts:
+            words = layout.split()
+            special = sum(word in ("<start>", "<delim>", "<classify>") for word in words)
+            assert FAMILY_MIN_CTX[name] == special + len(family.columns), (name, layout)
 
 
 def test_config_label_rules_match_each_family() -> None:

@@ -77,18 +77,21 @@ def test_truncate_matches_its_definition(segments: list[list[int]], budget: int)
 def test_classification_layout(tok: GPT1Tokenizer, cleaner: TextCleaner) -> None:
     table = pa.table({"idx": [0, 1], "text": ["The film is great!", "it is dull " * 30],
                       "label": [1, 0]})
-    examples = encode_examples(task("classification", ["0", "1"]), table, tok, cleaner, n_ctx=12)
-    (short,), (long,) = examples
+    encoded = encode_examples(task("classification", ["0", "1"]), table, tok, cleaner, n_ctx=12)
+    (short,), (long,) = encoded.examples
     assert short == [tok.start_id, *tok.encode("the film is great !"), tok.classify_id]
     assert len(long) == 12  # the text is cut, the special tokens stay
     assert long[0] == tok.start_id and long[-1] == tok.classify_id
     assert long[1:-1] == tok.encode("it is dull " * 30)[:10]
+    # the lengths uncut: the long one's would have been its text and the two special tokens
+    assert encoded.lengths.tolist() == [len(short), 2 + len(tok.encode("it is dull " * 30))]
 
 
 def test_entailment_layout(tok: GPT1Tokenizer, cleaner: TextCleaner) -> None:
     table = pa.table({"idx": [0, 1], "premise": ["the film is great", "it is dull " * 30],
                       "hypothesis": ["i like it", "the film"], "label": [0, 1]})
-    examples = encode_examples(task("entailment", ["yes", "no"]), table, tok, cleaner, n_ctx=16)
+    examples = encode_examples(task("entailment", ["yes", "no"]), table, tok, cleaner,
+                               n_ctx=16).examples
     (first,), (second,) = examples
     assert first == [tok.start_id, *tok.encode("the film is great"), tok.delim_id,
                      *tok.encode("i like it"), tok.classify_id]
@@ -100,7 +103,8 @@ def test_entailment_layout(tok: GPT1Tokenizer, cleaner: TextCleaner) -> None:
 def test_similarity_has_both_orders(tok: GPT1Tokenizer, cleaner: TextCleaner) -> None:
     table = pa.table({"idx": [0], "text_a": ["the film is great"], "text_b": ["i like it"],
                       "label": [1]})
-    (pair,) = encode_examples(task("similarity", ["0", "1"]), table, tok, cleaner, n_ctx=32)
+    (pair,) = encode_examples(task("similarity", ["0", "1"]), table, tok, cleaner,
+                              n_ctx=32).examples
     a, b = tok.encode("the film is great"), tok.encode("i like it")
     assert pair == [[tok.start_id, *a, tok.delim_id, *b, tok.classify_id],
                     [tok.start_id, *b, tok.delim_id, *a, tok.classify_id]]
@@ -111,7 +115,7 @@ def test_similarity_orders_hold_the_same_tokens_when_cut(tok: GPT1Tokenizer,
     text = "the film is great"  # two equally long texts and an odd budget: one is cut more
     table = pa.table({"idx": [0], "text_a": [text], "text_b": [text.replace("great", "dull")],
                       "label": [0.5]})
-    (pair,) = encode_examples(task("similarity"), table, tok, cleaner, n_ctx=10)
+    (pair,) = encode_examples(task("similarity"), table, tok, cleaner, n_ctx=10).examples
     ab, ba = pair
     assert len(ab) == len(ba) == 10
     assert sorted(ab) == sorted(ba)
@@ -122,8 +126,14 @@ def test_multiple_choice_layout(tok: GPT1Tokenizer, cleaner: TextCleaner) -> Non
                       "question": ["", "i like it"], "choices": [["great", "dull", "i like it"],
                                                                  ["dull", "the film"]],
                       "label": [0, 1]})
-    examples = encode_examples(task("multiple_choice"), table, tok, cleaner, n_ctx=16)
+    encoded = encode_examples(task("multiple_choice"), table, tok, cleaner, n_ctx=16)
+    examples = encoded.examples
     assert [len(e) for e in examples] == [3, 2]  # one sequence per choice
+    # an example is as long as its longest choice makes it: <start> <delim> <classify> and texts
+    assert encoded.lengths.tolist() == [
+        3 + len(tok.encode("the film is great")) + len(tok.encode("i like it")),
+        3 + len(tok.encode("it is dull " * 30)) + len(tok.encode("i like it"))
+        + len(tok.encode("the film"))]
     context = tok.encode("the film is great")
     for seq, choice in zip(examples[0], ["great", "dull", "i like it"], strict=True):
         # the empty question adds nothing: no delimiter or token of its own
@@ -147,7 +157,8 @@ def test_the_layout_is_the_familys(tok: GPT1Tokenizer, cleaner: TextCleaner,
                         TaskFamily("entailment", entailment.columns, (layout,)))
     table = pa.table({"idx": [0], "premise": ["the film is great " * 5],
                       "hypothesis": ["i like it"], "label": [0]})
-    ((seq,),) = encode_examples(task("entailment", ["yes", "no"]), table, tok, cleaner, n_ctx=12)
+    ((seq,),) = encode_examples(task("entailment", ["yes", "no"]), table, tok, cleaner,
+                                n_ctx=12).examples
     hypothesis = tok.encode("i like it")
     kept = 12 - 4 - len(hypothesis)  # four special tokens now
     assert seq == [tok.start_id, *hypothesis, tok.delim_id, tok.delim_id,

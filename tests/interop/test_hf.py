@@ -50,8 +50,9 @@ from gpt1.config import Family, ModelParams, TaskParams, load_params
 from gpt1.corpus.tokenizer import SPECIAL_TOKENS, GPT1Tokenizer, train_bpe
 from gpt1.downstream.families import FAMILIES, family_of
 from gpt1.downstream.standalone import save_finetuned, task_card
-from gpt1.interop.hf import HF_AFN, export_hf, import_hf
-from gpt1.interop.source import import_pretrained
+from gpt1.interop.hf import HF_AFN, export_hf
+from gpt1.interop.openai import gpt1_bpe
+from gpt1.interop.source import import_hf, import_pretrained
 from gpt1.model.heads import TaskModel
 from gpt1.model.registry import load_config, load_model, save_model
 from gpt1.model.transformer import GPT1, GPT1Config
@@ -89,6 +90,25 @@ def saved(model: GPT1, out: Path) -> Path:
     out.mkdir()
     save_model(model, out)
     return out
+
+
+def words(n_tokens: int) -> dict[str, int]:
+    """A BPE encoder of `n_tokens` tokens: `<unk>`, then made-up words."""
+    return {"<unk>": 0, **{f"w{i}</w>": i for i in range(1, n_tokens)}}
+
+
+def with_tokenizer(folder: Path, n_rows: int) -> Path:
+    """`folder` (ours) given a tokenizer.json of one token per row of its `n_rows`: a BPE of
+    made-up words, GPT-1's special tokens after it."""
+    gpt1_bpe(words(n_rows - len(SPECIAL_TOKENS)), []).save(str(folder / "tokenizer.json"))
+    return folder
+
+
+def with_hf_vocabulary(hf_dir: Path, n_tokens: int) -> None:
+    """An HF openai-gpt directory's tokenizer as the hub's has it: vocab.json and merges.txt
+    (here of made-up words, no merges), no special tokens."""
+    (hf_dir / "vocab.json").write_text(json.dumps(words(n_tokens)))
+    (hf_dir / "merges.txt").write_text("#version: 0.2\n")
 
 
 def hf_config(shape: tuple[int, ...]) -> OpenAIGPTConfig:
@@ -151,12 +171,16 @@ def test_import_matches_openai_gpt_lm_head_model(tmp_path: Path, shape: tuple[in
     hf = OpenAIGPTLMHeadModel(hf_config(shape))
     perturb_(hf, sum(shape))
     save_hf(hf.eval(), tmp_path / "hf", fmt)
+    with_hf_vocabulary(tmp_path / "hf", shape[0])
     assert import_hf(tmp_path / "hf", tmp_path / "ours") == []
     ours = load_model(tmp_path / "ours").eval()
+    # GPT-1's special tokens follow the BPE's, with a new token row each
+    assert GPT1Tokenizer.load(tmp_path / "ours" / "tokenizer.json").vocab_size == shape[0] + 4
+    assert ours.config.vocab_size == shape[0] + 4
 
     x = token_ids(shape, 3)
     with torch.no_grad():
-        mine, theirs = ours.lm_logits(ours(x)), hf(input_ids=x).logits
+        mine, theirs = ours.lm_logits(ours(x))[..., :shape[0]], hf(input_ids=x).logits
     assert max_diff(mine, theirs, f"import HF->ours {shape} {fmt}") <= TOL
 
 
@@ -166,6 +190,7 @@ def test_import_bare_openai_gpt_model(tmp_path: Path) -> None:
     hf = OpenAIGPTModel(hf_config(shape))
     perturb_(hf, 0)
     hf.eval().save_pretrained(tmp_path / "hf")
+    with_hf_vocabulary(tmp_path / "hf", shape[0])
     assert not any(k.startswith("transformer.") for k in load_file(tmp_path / "hf" /
                                                                     "model.safetensors"))
     import_hf(tmp_path / "hf", tmp_path / "ours")
@@ -185,6 +210,7 @@ def test_import_double_heads_model(tmp_path: Path) -> None:
     hf = OpenAIGPTDoubleHeadsModel(hf_config(shape))
     perturb_(hf, 5)
     hf.eval().save_pretrained(tmp_path / "hf")
+    with_hf_vocabulary(tmp_path / "hf", shape[0])
     ignored = import_hf(tmp_path / "hf", tmp_path / "ours")
     assert ignored == ["multiple_choice_head.summary.bias", "multiple_choice_head.summary.weight"]
     ours = load_model(tmp_path / "ours").eval()
@@ -197,7 +223,7 @@ def test_import_double_heads_model(tmp_path: Path) -> None:
     with torch.no_grad():
         out = hf(input_ids=x, mc_token_ids=mc_token_ids)
         mc_logits, hidden = clf(x.flatten(0, 1), mc_token_ids.flatten() + 1, choices)
-        lm_logits = ours.lm_logits(hidden)
+        lm_logits = ours.lm_logits(hidden)[..., :shape[0]]
     assert max_diff(lm_logits, out.logits.flatten(0, 1), f"double heads LM {shape}") <= TOL
     assert max_diff(mc_logits, out.mc_logits, f"double heads mc {shape}") <= TOL
 
@@ -209,13 +235,15 @@ def invoke(*args: str | Path) -> tuple[int, str]:
 
 def test_cli_round_trip_is_bit_identical(tmp_path: Path) -> None:
     ours = ours_model(SHAPES[0], seed=3)
-    saved(ours, tmp_path / "ours")
-    (tmp_path / "ours" / "tokenizer.json").write_text('{"model": "bpe"}')
+    with_tokenizer(saved(ours, tmp_path / "ours"), SHAPES[0][0])
+    tokenizer = (tmp_path / "ours" / "tokenizer.json").read_text()
     code, output = invoke("export-hf", "--model", tmp_path / "ours", "--out", tmp_path / "hf")
     assert code == 0, output
-    assert (tmp_path / "hf" / "tokenizer.json").read_text() == '{"model": "bpe"}'
+    assert (tmp_path / "hf" / "tokenizer.json").read_text() == tokenizer
     code, output = invoke("import-hf", "--hf", tmp_path / "hf", "--out", tmp_path / "back")
     assert code == 0, output
+    code, output = invoke("generate", "--model", tmp_path / "back", "--prompt", "w1")
+    assert code == 0, output  # a folder the commands load: its tokenizer came along
 
     before, after = ours.state_dict(), load_model(tmp_path / "back").state_dict()
     assert set(before) == set(after)
@@ -226,7 +254,8 @@ def test_cli_round_trip_is_bit_identical(tmp_path: Path) -> None:
 
 @pytest.fixture()
 def hf_dir(tmp_path: Path) -> Path:
-    return export_hf(saved(ours_model(SHAPES[3], seed=4), tmp_path / "ours"), tmp_path / "hf")
+    ours = with_tokenizer(saved(ours_model(SHAPES[3], seed=4), tmp_path / "ours"), SHAPES[3][0])
+    return export_hf(ours, tmp_path / "hf")
 
 
 def edit_config(hf_dir: Path, **changes: object) -> None:
@@ -271,6 +300,22 @@ BAD_CHECKPOINTS = {
     "n_special": (lambda d: edit_config(d, n_special=3), ["config.json", "n_special=3"]),
     "untied": (lambda d: edit_config(d, tie_word_embeddings=False),
                ["config.json", "tie_word_embeddings"]),
+    # what an import writes, every command loads: our own config.json's checks, at import
+    "a dropout of 1.5": (lambda d: edit_config(d, attn_pdrop=1.5),
+                         ["config.json: attn_pdrop=1.5, expected a probability below 1"]),
+    "a width as text": (lambda d: edit_config(d, n_embd="16"),
+                        ["config.json: n_embd='16', expected an integer >= 1"]),
+    "no layers": (lambda d: edit_config(d, n_layer=0),
+                  ["config.json: n_layer=0, expected an integer >= 1"]),
+    "heads not dividing": (lambda d: edit_config(d, n_head=3),
+                           ["config.json: n_head=3 does not divide n_embd=16"]),
+    "a negative init": (lambda d: edit_config(d, initializer_range=-1.0),
+                        ["config.json: initializer_range=-1.0, expected a number >= 0"]),
+    "no tokenizer": (lambda d: (d / "tokenizer.json").unlink(),
+                     ["no tokenizer: expected vocab.json and merges.txt, or tokenizer.json"]),
+    "a tokenizer of another model": (lambda d: with_tokenizer(d, 200),
+                                     ["tokenizer.json: 196 tokens, but config.json (vocab_size) "
+                                      "has 250 token rows"]),
     "missing weight": (lambda d: edit_weights(d, "transformer.h.1.mlp.c_fc.bias", None),
                        ["model.safetensors", "missing weight 'h.1.mlp.c_fc.bias'"]),
     "mis-shaped": (lambda d: edit_weights(d, "transformer.h.0.attn.c_proj.weight",

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import ClassVar
 
@@ -155,3 +155,32 @@ def test_an_unknown_model_type_names_the_file_and_the_known_ones(tmp_path: Path)
     with pytest.raises(ValueError, match=r"config\.json: model_type 'mamba' is no trunk of ours "
                                          r"\(known: \['gpt1', 'lstm'\]\)"):
         load_config(path)
+
+
+def test_a_dropout_of_one_or_more_is_refused_for_every_trunk(tmp_path: Path) -> None:
+    """Dropout with p >= 1 zeroes every activation (or is no probability): a config.json saying
+    so is no model any command can use."""
+    for config in (GPT1Config(vocab_size=V, n_ctx=CTX, n_embd=16, n_layer=1, n_head=2,
+                              resid_pdrop=1.0),
+                   LSTMConfig(vocab_size=V, n_ctx=CTX, n_embd=16, embd_pdrop=1.5)):
+        save_model(build_trunk(replace(config, resid_pdrop=0.1, embd_pdrop=0.1)), tmp_path)
+        config.save(tmp_path / "config.json")
+        key, value = ("resid_pdrop", 1.0) if isinstance(config, GPT1Config) else ("embd_pdrop",
+                                                                                  1.5)
+        with pytest.raises(ValueError, match=rf"config\.json: {key}={value}, expected a "
+                                             "probability below 1"):
+            load_config(tmp_path / "config.json")
+
+
+def test_a_config_from_elsewhere_takes_the_defaults_of_what_it_leaves_out() -> None:
+    """An HF or released config says less than ours: what it leaves out is the field's default,
+    what it says goes through the same checks."""
+    config = GPT1Config.from_json({"vocab_size": V, "n_ctx": CTX, "n_embd": 16, "n_layer": 1,
+                                   "n_head": 2}, "theirs.json", defaults=True)
+    assert config == GPT1Config(vocab_size=V, n_ctx=CTX, n_embd=16, n_layer=1, n_head=2)
+    assert (config.embd_pdrop, config.layer_norm_epsilon) == (0.1, 1e-5)  # GPT-1's
+    with pytest.raises(ValueError, match=r"theirs\.json: missing keys \['vocab_size'\]"):
+        GPT1Config.from_json({"n_ctx": CTX}, "theirs.json", defaults=True)  # no default
+    with pytest.raises(ValueError, match=r"mine\.json: missing keys"):
+        GPT1Config.from_json({"vocab_size": V, "n_ctx": CTX, "n_embd": 16, "n_layer": 1,
+                              "n_head": 2}, "mine.json")

@@ -83,6 +83,16 @@ def test_task_not_run_says_why(run: Run) -> None:
     assert not any(line.startswith("| RTE") for line in lines)
 
 
+def test_what_the_context_cut_is_told_per_task(run: Run) -> None:
+    """The fixtures' SST-2 cut 12 train and 1 dev examples to fit n_ctx 512 (median 540.5 and
+    530 tokens uncut); the other tasks that ran cut none."""
+    text = "\n".join(_lines(finetune_section(run)))
+    assert ("Examples longer than the context, cut to fit it (the texts lose their ends, "
+            "longest first): SST-2 (n_ctx 512): train 12 of 67,349 (median 540 tokens), dev 1 of "
+            "872 (median 530 tokens).") in text
+    assert "No example was cut in CoLA (n_ctx 512), MNLI (n_ctx 512), MRPC (n_ctx 512)." in text
+
+
 def test_rows_follow_the_registry_and_link_plots(run: Run) -> None:
     linked = run.with_plots({"sst2": "plots/sst2.png"})
     text = "\n".join(_lines(finetune_section(linked)))
