@@ -7,8 +7,13 @@ bf16` only where the CPU computes bf16 natively, and there labelling as fp32 doe
 from __future__ import annotations
 
 import csv
+import errno
 import io
 import json
+import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -205,6 +210,87 @@ def test_bad_input_is_one_line_and_keeps_the_old_output(tmp_path: Path, tokenize
     assert result.output.count("\n") == 1 and expected in result.output
     assert out.read_text() == "kept\n"
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
+
+
+# `gpt1 predict` in a child process that, once it has written its first batch of predictions
+# into the output's temporary file, says so and waits for a signal: interrupted mid-scoring
+# every time, not at whatever point a timer happens to fall. SIGINT raises KeyboardInterrupt as
+# at an interactive terminal, even where the test runs with SIGINT ignored (in the background).
+STOPS_MIDWAY = """
+import signal, sys
+import gpt1.jobs.predict as job
+from gpt1.cli import main
+write = job._Writer.write
+def write_then_wait(self, table):
+    write(self, table)
+    print("written", flush=True)
+    signal.pause()
+job._Writer.write = write_then_wait
+signal.signal(signal.SIGINT, signal.default_int_handler)
+sys.argv[0] = "gpt1"
+main()
+"""
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL],
+                         ids=lambda signum: signum.name)
+def test_an_interrupted_predict_leaves_the_old_output_and_no_look_alike(
+        tmp_path: Path, tokenizer_file: Path, signum: int) -> None:
+    """Ctrl-C and `kill` mid-scoring end with 128 + the signal and nothing beside the output
+    (SIGTERM did, before, leave the temporary file); `kill -9` leaves only the temporary, a
+    hidden `.out.parquet.<pid>.<random>.tmp` that the next predict to that output removes. The
+    output is never replaced by a part of the rows."""
+    folder = make_model(tmp_path / "model", spec("classification", ["neg", "pos"],
+                                                 {"text": "review"}), tokenizer_file, 7)
+    scored = tmp_path / "scored"
+    scored.mkdir()
+    source = write_csv(scored / "in.csv", "id,review\n1,fine\n2,dull\n")
+    out = write_csv(scored / "out.parquet", "the previous predictions\n")
+    args = ["predict", "--model", str(folder), "--input", str(source), "--out", str(out),
+            "--force"]
+    proc = subprocess.Popen([sys.executable, "-c", STOPS_MIDWAY, *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline() == "written\n"
+    temporary = [p.name for p in scored.iterdir() if p.name.startswith(".out.parquet.")]
+    assert len(temporary) == 1
+    assert temporary[0].startswith(f".out.parquet.{proc.pid}.") and temporary[0].endswith(".tmp")
+    proc.send_signal(signum)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == (-signum if signum == signal.SIGKILL else 128 + signum), stderr
+    assert "Traceback" not in stderr
+    assert out.read_text() == "the previous predictions\n"
+    left = sorted(p.name for p in scored.iterdir())
+    assert left == sorted(["in.csv", "out.parquet", *temporary[:signum == signal.SIGKILL]])
+    result = cli(*args[1:])
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in scored.iterdir()) == ["in.csv", "out.parquet"]
+    assert pq.read_table(out).column("id").to_pylist() == ["1", "2"]
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "csv", "jsonl"])
+def test_a_full_disk_is_one_line_and_keeps_the_old_output(
+        tmp_path: Path, tokenizer_file: Path, monkeypatch: pytest.MonkeyPatch, fmt: str) -> None:
+    """The disk fills once the first batch is written (a write raises ENOSPC, naming no file,
+    as a full disk does): one line naming the output and saying to free space, exit 2, the
+    output --force was replacing as it was, no temporary left."""
+    import gpt1.jobs.predict as job
+
+    folder = make_model(tmp_path / "model", spec("classification", ["neg", "pos"],
+                                                 {"text": "review"}), tokenizer_file, 8)
+    source = write_csv(tmp_path / "in.csv", "id,review\n1,fine\n2,dull\n")
+    out = write_csv(tmp_path / f"out.{fmt}", "the previous predictions\n")
+    write = job._Writer.write
+
+    def write_then_fill(self: job._Writer, table: pa.Table) -> None:
+        write(self, table)
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(job._Writer, "write", write_then_fill)
+    result = cli("--model", str(folder), "--input", str(source), "--out", str(out), "--force")
+    assert (result.exit_code, result.output) == (
+        2, f"error: no space left on device writing {out}: free some space and run it again\n")
+    assert out.read_text() == "the previous predictions\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.csv", "model", f"out.{fmt}"]
 
 
 def test_an_existing_out_needs_force_a_folder_or_the_input_never(
