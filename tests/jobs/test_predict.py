@@ -26,11 +26,12 @@ from typer.testing import CliRunner
 
 import gpt1.training.device
 from gpt1.cli import app
-from gpt1.config import TableParams, TaskParams
+from gpt1.config import Params, TableParams, TaskParams
 from gpt1.corpus.text import TextCleaner
 from gpt1.corpus.tokenizer import GPT1Tokenizer, train_bpe
 from gpt1.downstream.families import family_of
 from gpt1.downstream.standalone import load_finetuned, save_finetuned, task_card
+from gpt1.errors import MissingInputError, is_input_error
 from gpt1.jobs.predict import predict_file
 from gpt1.model.heads import TaskModel
 from gpt1.model.transformer import GPT1, GPT1Config
@@ -406,12 +407,11 @@ STAGE_CASES = {
 }
 
 
-@pytest.mark.parametrize("family", sorted(STAGE_CASES))
-def test_the_stage_scores_files_predict_for_every_family(
-        tmp_path: Path, tokenizer_file: Path, monkeypatch: pytest.MonkeyPatch,
-        family: str) -> None:
+def stage_checkout(tmp_path: Path, tokenizer_file: Path, monkeypatch: pytest.MonkeyPatch,
+                   family: str) -> Params:
+    """A checkout in `tmp_path` (the working directory) whose one task, `mine`, of `family`
+    (`STAGE_CASES`) is fine-tuned and names `mine/new.csv` as files.predict; its params."""
     from gpt1.config import parse_params, read_yaml
-    from tasks import predict as stage
 
     entry, text = STAGE_CASES[family]
     entry = {"title": "Mine", "family": family, "reader": "table", **entry,
@@ -428,6 +428,17 @@ def test_the_stage_scores_files_predict_for_every_family(
     make_model(tmp_path / "artifacts" / "finetune" / "mine", params.tasks["mine"],
                tokenizer_file, 6)
     monkeypatch.chdir(tmp_path)
+    return params
+
+
+@pytest.mark.parametrize("family", sorted(STAGE_CASES))
+def test_the_stage_scores_files_predict_for_every_family(
+        tmp_path: Path, tokenizer_file: Path, monkeypatch: pytest.MonkeyPatch,
+        family: str) -> None:
+    from tasks import predict as stage
+
+    entry, text = STAGE_CASES[family]
+    params = stage_checkout(tmp_path, tokenizer_file, monkeypatch, family)
     stage.run(params, "mine")
     rows = pq.read_table(tmp_path / "predictions" / "mine.parquet").to_pylist()
     source = list(csv.DictReader(io.StringIO(text)))
@@ -441,6 +452,27 @@ def test_the_stage_scores_files_predict_for_every_family(
         assert set(predicted) <= set(entry["labels"])
         assert all(sum(row[f"probability_{label}"] for label in entry["labels"])
                    == pytest.approx(1.0) for row in rows)
+
+
+def test_the_stage_names_the_key_of_a_files_predict_deleted(
+        tmp_path: Path, tokenizer_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The file to score deleted: an error naming it and the key that names it (was `[Errno 2]
+    No such file or directory: '...'`), which the stage runner reports in one line with exit
+    code 2; the predictions of the last run are left as they were (`dvc repro` deletes them
+    before it runs the stage: no stale table is left to pass for the new file's)."""
+    from tasks import predict as stage
+
+    params = stage_checkout(tmp_path, tokenizer_file, monkeypatch, "classification")
+    stage.run(params, "mine")
+    before = (tmp_path / "predictions" / "mine.parquet").read_bytes()
+    (tmp_path / "root" / "mine" / "new.csv").unlink()
+    with pytest.raises(MissingInputError) as info:
+        stage.run(params, "mine")
+    assert str(info.value) == (
+        f"tasks.mine.files.predict: {tmp_path / 'root' / 'mine' / 'new.csv'}: no such file (the "
+        "file this stage scores): put it back, or remove the key")
+    assert is_input_error(info.value)
+    assert (tmp_path / "predictions" / "mine.parquet").read_bytes() == before
 
 
 def native_bf16(monkeypatch: pytest.MonkeyPatch, present: bool, amx: bool = False) -> None:
