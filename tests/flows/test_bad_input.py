@@ -153,6 +153,29 @@ def test_an_unknown_task_is_one_line_before_any_run(tmp_path: Path, args: list[s
     assert "sst2" in line
 
 
+@pytest.mark.parametrize("flow", ["finetune", "predict"])
+@pytest.mark.parametrize("task", ["../x", "a/b", "", "sst2/../sst2", "sst2 "])
+def test_a_task_named_as_a_path_or_not_at_all_is_refused_by_the_flow_itself(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flow: str, task: str) -> None:
+    """What a deployment's caller may send as `task` (the UI, `prefect deployment run`), which
+    no command line checked: the flow refuses it in one line listing the registry's tasks
+    before it makes a path of it (`scored/<task>/`, `finetune@<task>`); nothing is written."""
+    from flows.finetune import finetune
+    from flows.predict import predict
+
+    shutil.copy(REPO / "params.yaml", tmp_path / "params.yaml")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(InputError) as info:
+        if flow == "predict":
+            predict.fn(task, "new.csv")
+        else:
+            finetune.fn(task)
+    registry = ", ".join(read_yaml((REPO / "params.yaml").read_text())["tasks"])
+    assert str(info.value) == (f"task {task!r}: not in the task registry of params.yaml "
+                               f"(tasks: {registry})")
+    assert os.listdir(tmp_path) == ["params.yaml"]
+
+
 def test_a_server_that_does_not_answer_is_one_line_naming_prefect_api_url(
         tmp_path: Path) -> None:
     url = _closed_url()
