@@ -5,8 +5,10 @@ line (exit 2); a run whose server stops answering ends soon after its last stage
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import fcntl
+import json
 import os
 import shutil
 import socket
@@ -14,6 +16,8 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -213,6 +217,24 @@ def test_a_wrong_or_missing_auth_string_is_one_line_naming_it(tmp_path: Path,
         line = _one_line(proc, f"error: PREFECT_API_AUTH_STRING: the Prefect server at "
                                f"{auth_server} {what} (401 Unauthorized): set it to ")
         assert "not-the-team-secret" not in line  # never the secret
+    # flows.serve (a team's workers' deployments) checks as the flows do
+    proc = _flow(["flows.serve"], tmp_path, PREFECT_API_URL=auth_server,
+                 PREFECT_API_AUTH_STRING="gpt1:not-the-team-secret-at-all")
+    _one_line(proc, f"error: PREFECT_API_AUTH_STRING: the Prefect server at {auth_server} "
+                    "refuses it (401 Unauthorized): set it to ")
+    # the server itself, asked with a wrong string or none: 401 and nothing but that, whatever
+    # the request (the refusal says nothing of the secret, the runs or the server)
+    wrong = base64.b64encode(b"gpt1:not-the-team-secret-at-all").decode()
+    for headers in ({}, {"Authorization": f"Basic {wrong}"}, {"Authorization": "Basic ="}):
+        for path, data in (("/admin/version", None), ("/flow_runs/filter", b"{}"),
+                           ("/deployments/filter", b"{}")):
+            request = urllib.request.Request(f"{auth_server}{path}", data=data,
+                                              headers={"Content-Type": "application/json",
+                                                       **headers})
+            with pytest.raises(urllib.error.HTTPError) as refused:
+                urllib.request.urlopen(request, timeout=30)
+            assert refused.value.code == 401, (path, headers)
+            assert json.loads(refused.value.read()) == {"exception_message": "Unauthorized"}
     # the API's address without its /api: a 404, said so
     proc = _flow(["flows.full_pipeline"], tmp_path, PREFECT_API_URL=auth_server[:-4],
                  PREFECT_API_AUTH_STRING=AUTH)
