@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
+from types import FrameType
 from typing import Annotated
 
 import typer
@@ -276,5 +278,19 @@ def task_add(
     typer.echo(task_yaml(name, entry), nl=False)
 
 
-if __name__ == "__main__":
+def _exit_on_sigterm(signum: int, frame: FrameType | None) -> None:
+    raise SystemExit(128 + signum)
+
+
+def main() -> None:
+    """The `gpt1` command. SIGTERM (`kill`, a supervisor stopping it) ends it as Ctrl-C does,
+    with exit code 143: the command's `finally` blocks run, so the temporary file an
+    interrupted write was filling is removed rather than left beside its output (`gpt1.atomic`)
+    until the next write of that output. A SIGTERM its parent made it ignore stays ignored."""
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _exit_on_sigterm)
     app()
+
+
+if __name__ == "__main__":
+    main()

@@ -108,6 +108,5 @@ def describe(err: BaseException) -> str:
     if isinstance(err, OSError) and err.errno in NO_SPACE:
         where = f" writing {err.filename}" if err.filename else ""
         detail = "" if err.strerror == os.strerror(err.errno) else f" ({err.strerror})"
-        return (f"no space left on device{where}{detail}: free some space and run the stage "
-                "again")
+        return f"no space left on device{where}{detail}: free some space and run it again"
     return str(err)

@@ -9,6 +9,7 @@ import logging
 from pathlib import Path
 
 from gpt1.config import PREDICT_SPLIT, Params
+from gpt1.errors import MissingInputError
 from gpt1.records import not_run_reason, write_not_run_table
 from tasks.paths import FINETUNE_DIR, PREDICTIONS
 from tasks.stage import add_item_arguments, main
@@ -28,8 +29,12 @@ def run(params: Params, task: str) -> None:
     # imported only here: a task with nothing to predict answers without torch's import
     from gpt1.jobs.predict import predict_file
 
+    path = Path(params.ingest.root) / str(source)
+    if not path.exists():
+        raise MissingInputError(f"tasks.{task}.files.{PREDICT_SPLIT}: {path}: no such file (the "
+                                "file this stage scores): put it back, or remove the key")
     train = params.finetune.train
-    predict_file(FINETUNE_DIR / task, Path(params.ingest.root) / str(source), out,
+    predict_file(FINETUNE_DIR / task, path, out,
                  batch_size=train.batch_size, device=train.device, precision=train.precision)
 
 

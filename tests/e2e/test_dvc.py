@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import sys
 from pathlib import Path
 
@@ -12,7 +13,7 @@ from dvc.repo import Repo
 
 from gpt1.config import load_params
 from gpt1.corpus.shards import sha256_file
-from tests.conftest import HELD_OUT_BOOK, Reproduced, dvc, edit_params, run
+from tests.conftest import HELD_OUT_BOOK, REPO, Reproduced, dvc, edit_params, run
 
 pytestmark = pytest.mark.e2e
 
@@ -166,3 +167,29 @@ def test_dvc_repro_end_to_end(reproduced: Reproduced) -> None:
     assert failed.returncode != 0
     assert "task qnli (in finetune.tasks): data not found at " in failed.stderr
     assert "glue/QNLI/train.tsv; see tasks.qnli.files" in failed.stderr
+
+
+def test_a_second_dvc_repro_while_one_holds_the_repo_lock_fails_and_changes_nothing(
+        tmp_path: Path) -> None:
+    """Two `dvc repro` at once in one checkout: the second finds DVC's repository lock held
+    (here by this test, with DVC's own lock, as a running `dvc repro` holds it while it
+    collects the stages and writes dvc.lock), tries for a few seconds, and fails in one line
+    with DVC's exit code 255, before any stage runs: dvc.lock and the stage records as they
+    were (docs/troubleshooting.md, "Two dvc repro at once")."""
+    for name in ("dvc.yaml", "params.yaml", "dag.yaml", "dvc.lock"):
+        shutil.copy(REPO / name, tmp_path / name)
+    Repo.init(str(tmp_path), no_scm=True).close()
+    before = {p.relative_to(tmp_path): p.read_bytes() for p in tmp_path.rglob("*")
+              if p.is_file() and ".dvc" not in p.parts}
+    with Repo(str(tmp_path)) as held:
+        held.lock.lock()
+        try:
+            proc = dvc("repro", cwd=tmp_path, check=False)
+        finally:
+            held.lock.unlock()
+    assert proc.returncode == 255, proc.stdout + proc.stderr
+    assert proc.stderr.startswith("ERROR: Unable to acquire lock. Most likely another DVC "
+                                  "process is running") and proc.stderr.count("\n") == 1
+    assert "Running stage" not in proc.stdout
+    assert {p.relative_to(tmp_path): p.read_bytes() for p in tmp_path.rglob("*")
+            if p.is_file() and ".dvc" not in p.parts} == before

@@ -5,8 +5,10 @@ line (exit 2); a run whose server stops answering ends soon after its last stage
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import fcntl
+import json
 import os
 import shutil
 import socket
@@ -14,6 +16,8 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -153,6 +157,29 @@ def test_an_unknown_task_is_one_line_before_any_run(tmp_path: Path, args: list[s
     assert "sst2" in line
 
 
+@pytest.mark.parametrize("flow", ["finetune", "predict"])
+@pytest.mark.parametrize("task", ["../x", "a/b", "", "sst2/../sst2", "sst2 "])
+def test_a_task_named_as_a_path_or_not_at_all_is_refused_by_the_flow_itself(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flow: str, task: str) -> None:
+    """What a deployment's caller may send as `task` (the UI, `prefect deployment run`), which
+    no command line checked: the flow refuses it in one line listing the registry's tasks
+    before it makes a path of it (`scored/<task>/`, `finetune@<task>`); nothing is written."""
+    from flows.finetune import finetune
+    from flows.predict import predict
+
+    shutil.copy(REPO / "params.yaml", tmp_path / "params.yaml")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(InputError) as info:
+        if flow == "predict":
+            predict.fn(task, "new.csv")
+        else:
+            finetune.fn(task)
+    registry = ", ".join(read_yaml((REPO / "params.yaml").read_text())["tasks"])
+    assert str(info.value) == (f"task {task!r}: not in the task registry of params.yaml "
+                               f"(tasks: {registry})")
+    assert os.listdir(tmp_path) == ["params.yaml"]
+
+
 def test_a_server_that_does_not_answer_is_one_line_naming_prefect_api_url(
         tmp_path: Path) -> None:
     url = _closed_url()
@@ -190,6 +217,24 @@ def test_a_wrong_or_missing_auth_string_is_one_line_naming_it(tmp_path: Path,
         line = _one_line(proc, f"error: PREFECT_API_AUTH_STRING: the Prefect server at "
                                f"{auth_server} {what} (401 Unauthorized): set it to ")
         assert "not-the-team-secret" not in line  # never the secret
+    # flows.serve (a team's workers' deployments) checks as the flows do
+    proc = _flow(["flows.serve"], tmp_path, PREFECT_API_URL=auth_server,
+                 PREFECT_API_AUTH_STRING="gpt1:not-the-team-secret-at-all")
+    _one_line(proc, f"error: PREFECT_API_AUTH_STRING: the Prefect server at {auth_server} "
+                    "refuses it (401 Unauthorized): set it to ")
+    # the server itself, asked with a wrong string or none: 401 and nothing but that, whatever
+    # the request (the refusal says nothing of the secret, the runs or the server)
+    wrong = base64.b64encode(b"gpt1:not-the-team-secret-at-all").decode()
+    for headers in ({}, {"Authorization": f"Basic {wrong}"}, {"Authorization": "Basic ="}):
+        for path, data in (("/admin/version", None), ("/flow_runs/filter", b"{}"),
+                           ("/deployments/filter", b"{}")):
+            request = urllib.request.Request(f"{auth_server}{path}", data=data,
+                                              headers={"Content-Type": "application/json",
+                                                       **headers})
+            with pytest.raises(urllib.error.HTTPError) as refused:
+                urllib.request.urlopen(request, timeout=30)
+            assert refused.value.code == 401, (path, headers)
+            assert json.loads(refused.value.read()) == {"exception_message": "Unauthorized"}
     # the API's address without its /api: a 404, said so
     proc = _flow(["flows.full_pipeline"], tmp_path, PREFECT_API_URL=auth_server[:-4],
                  PREFECT_API_AUTH_STRING=AUTH)

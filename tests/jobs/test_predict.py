@@ -7,8 +7,13 @@ bf16` only where the CPU computes bf16 natively, and there labelling as fp32 doe
 from __future__ import annotations
 
 import csv
+import errno
 import io
 import json
+import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -21,11 +26,12 @@ from typer.testing import CliRunner
 
 import gpt1.training.device
 from gpt1.cli import app
-from gpt1.config import TableParams, TaskParams
+from gpt1.config import Params, TableParams, TaskParams
 from gpt1.corpus.text import TextCleaner
 from gpt1.corpus.tokenizer import GPT1Tokenizer, train_bpe
 from gpt1.downstream.families import family_of
 from gpt1.downstream.standalone import load_finetuned, save_finetuned, task_card
+from gpt1.errors import MissingInputError, is_input_error
 from gpt1.jobs.predict import predict_file
 from gpt1.model.heads import TaskModel
 from gpt1.model.transformer import GPT1, GPT1Config
@@ -207,6 +213,87 @@ def test_bad_input_is_one_line_and_keeps_the_old_output(tmp_path: Path, tokenize
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
 
 
+# `gpt1 predict` in a child process that, once it has written its first batch of predictions
+# into the output's temporary file, says so and waits for a signal: interrupted mid-scoring
+# every time, not at whatever point a timer happens to fall. SIGINT raises KeyboardInterrupt as
+# at an interactive terminal, even where the test runs with SIGINT ignored (in the background).
+STOPS_MIDWAY = """
+import signal, sys
+import gpt1.jobs.predict as job
+from gpt1.cli import main
+write = job._Writer.write
+def write_then_wait(self, table):
+    write(self, table)
+    print("written", flush=True)
+    signal.pause()
+job._Writer.write = write_then_wait
+signal.signal(signal.SIGINT, signal.default_int_handler)
+sys.argv[0] = "gpt1"
+main()
+"""
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL],
+                         ids=lambda signum: signum.name)
+def test_an_interrupted_predict_leaves_the_old_output_and_no_look_alike(
+        tmp_path: Path, tokenizer_file: Path, signum: int) -> None:
+    """Ctrl-C and `kill` mid-scoring end with 128 + the signal and nothing beside the output
+    (SIGTERM did, before, leave the temporary file); `kill -9` leaves only the temporary, a
+    hidden `.out.parquet.<pid>.<random>.tmp` that the next predict to that output removes. The
+    output is never replaced by a part of the rows."""
+    folder = make_model(tmp_path / "model", spec("classification", ["neg", "pos"],
+                                                 {"text": "review"}), tokenizer_file, 7)
+    scored = tmp_path / "scored"
+    scored.mkdir()
+    source = write_csv(scored / "in.csv", "id,review\n1,fine\n2,dull\n")
+    out = write_csv(scored / "out.parquet", "the previous predictions\n")
+    args = ["predict", "--model", str(folder), "--input", str(source), "--out", str(out),
+            "--force"]
+    proc = subprocess.Popen([sys.executable, "-c", STOPS_MIDWAY, *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline() == "written\n"
+    temporary = [p.name for p in scored.iterdir() if p.name.startswith(".out.parquet.")]
+    assert len(temporary) == 1
+    assert temporary[0].startswith(f".out.parquet.{proc.pid}.") and temporary[0].endswith(".tmp")
+    proc.send_signal(signum)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == (-signum if signum == signal.SIGKILL else 128 + signum), stderr
+    assert "Traceback" not in stderr
+    assert out.read_text() == "the previous predictions\n"
+    left = sorted(p.name for p in scored.iterdir())
+    assert left == sorted(["in.csv", "out.parquet", *temporary[:signum == signal.SIGKILL]])
+    result = cli(*args[1:])
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in scored.iterdir()) == ["in.csv", "out.parquet"]
+    assert pq.read_table(out).column("id").to_pylist() == ["1", "2"]
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "csv", "jsonl"])
+def test_a_full_disk_is_one_line_and_keeps_the_old_output(
+        tmp_path: Path, tokenizer_file: Path, monkeypatch: pytest.MonkeyPatch, fmt: str) -> None:
+    """The disk fills once the first batch is written (a write raises ENOSPC, naming no file,
+    as a full disk does): one line naming the output and saying to free space, exit 2, the
+    output --force was replacing as it was, no temporary left."""
+    import gpt1.jobs.predict as job
+
+    folder = make_model(tmp_path / "model", spec("classification", ["neg", "pos"],
+                                                 {"text": "review"}), tokenizer_file, 8)
+    source = write_csv(tmp_path / "in.csv", "id,review\n1,fine\n2,dull\n")
+    out = write_csv(tmp_path / f"out.{fmt}", "the previous predictions\n")
+    write = job._Writer.write
+
+    def write_then_fill(self: job._Writer, table: pa.Table) -> None:
+        write(self, table)
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(job._Writer, "write", write_then_fill)
+    result = cli("--model", str(folder), "--input", str(source), "--out", str(out), "--force")
+    assert (result.exit_code, result.output) == (
+        2, f"error: no space left on device writing {out}: free some space and run it again\n")
+    assert out.read_text() == "the previous predictions\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.csv", "model", f"out.{fmt}"]
+
+
 def test_an_existing_out_needs_force_a_folder_or_the_input_never(
         tmp_path: Path, tokenizer_file: Path) -> None:
     folder = make_model(tmp_path / "model", spec("classification", ["neg", "pos"],
@@ -320,12 +407,11 @@ STAGE_CASES = {
 }
 
 
-@pytest.mark.parametrize("family", sorted(STAGE_CASES))
-def test_the_stage_scores_files_predict_for_every_family(
-        tmp_path: Path, tokenizer_file: Path, monkeypatch: pytest.MonkeyPatch,
-        family: str) -> None:
+def stage_checkout(tmp_path: Path, tokenizer_file: Path, monkeypatch: pytest.MonkeyPatch,
+                   family: str) -> Params:
+    """A checkout in `tmp_path` (the working directory) whose one task, `mine`, of `family`
+    (`STAGE_CASES`) is fine-tuned and names `mine/new.csv` as files.predict; its params."""
     from gpt1.config import parse_params, read_yaml
-    from tasks import predict as stage
 
     entry, text = STAGE_CASES[family]
     entry = {"title": "Mine", "family": family, "reader": "table", **entry,
@@ -342,6 +428,17 @@ def test_the_stage_scores_files_predict_for_every_family(
     make_model(tmp_path / "artifacts" / "finetune" / "mine", params.tasks["mine"],
                tokenizer_file, 6)
     monkeypatch.chdir(tmp_path)
+    return params
+
+
+@pytest.mark.parametrize("family", sorted(STAGE_CASES))
+def test_the_stage_scores_files_predict_for_every_family(
+        tmp_path: Path, tokenizer_file: Path, monkeypatch: pytest.MonkeyPatch,
+        family: str) -> None:
+    from tasks import predict as stage
+
+    entry, text = STAGE_CASES[family]
+    params = stage_checkout(tmp_path, tokenizer_file, monkeypatch, family)
     stage.run(params, "mine")
     rows = pq.read_table(tmp_path / "predictions" / "mine.parquet").to_pylist()
     source = list(csv.DictReader(io.StringIO(text)))
@@ -355,6 +452,27 @@ def test_the_stage_scores_files_predict_for_every_family(
         assert set(predicted) <= set(entry["labels"])
         assert all(sum(row[f"probability_{label}"] for label in entry["labels"])
                    == pytest.approx(1.0) for row in rows)
+
+
+def test_the_stage_names_the_key_of_a_files_predict_deleted(
+        tmp_path: Path, tokenizer_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The file to score deleted: an error naming it and the key that names it (was `[Errno 2]
+    No such file or directory: '...'`), which the stage runner reports in one line with exit
+    code 2; the predictions of the last run are left as they were (`dvc repro` deletes them
+    before it runs the stage: no stale table is left to pass for the new file's)."""
+    from tasks import predict as stage
+
+    params = stage_checkout(tmp_path, tokenizer_file, monkeypatch, "classification")
+    stage.run(params, "mine")
+    before = (tmp_path / "predictions" / "mine.parquet").read_bytes()
+    (tmp_path / "root" / "mine" / "new.csv").unlink()
+    with pytest.raises(MissingInputError) as info:
+        stage.run(params, "mine")
+    assert str(info.value) == (
+        f"tasks.mine.files.predict: {tmp_path / 'root' / 'mine' / 'new.csv'}: no such file (the "
+        "file this stage scores): put it back, or remove the key")
+    assert is_input_error(info.value)
+    assert (tmp_path / "predictions" / "mine.parquet").read_bytes() == before
 
 
 def native_bf16(monkeypatch: pytest.MonkeyPatch, present: bool, amx: bool = False) -> None:

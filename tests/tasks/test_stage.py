@@ -74,7 +74,7 @@ def _verdict(stage_dir: Path, address: str = "pretrain") -> dict[str, str]:
 
 @pytest.mark.parametrize(("error", "message"), [
     (OSError(errno.ENOSPC, "No space left on device", "artifacts/x.pt"),
-     "no space left on device writing artifacts/x.pt: free some space and run the stage again"),
+     "no space left on device writing artifacts/x.pt: free some space and run it again"),
     (OSError(errno.EACCES, "Permission denied", "data/raw"), "[Errno 13] Permission denied: "
                                                             "'data/raw'"),
     (TrainingDiverged("pretrain: the loss became nan at step 3"),
