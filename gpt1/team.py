@@ -257,7 +257,7 @@ def _exports(settings: dict[str, str]) -> list[str]:
 
 
 team_app = typer.Typer(no_args_is_help=True,
-                       help="A team's Prefect server: its PostgreSQL database and settings.")
+                       help="A team's Prefect server: its database and settings.")
 
 
 @team_app.callback()
@@ -297,7 +297,7 @@ def db_command(
     user: Annotated[str, typer.Option(
         help="the user PostgreSQL runs as when started by root")] = "postgres",
 ) -> None:
-    """Start, stop, or print the URL of the PostgreSQL database behind the team's server.
+    """Start, stop, or print the URL of the team server's PostgreSQL.
 
     A cluster of the OS's PostgreSQL in the --dir folder, listening on 127.0.0.1 only; `start`
     creates it the first time and prints its URL, PREFECT_API_DATABASE_CONNECTION_URL's."""
