@@ -27,7 +27,7 @@ from pathlib import Path
 
 from gpt1.config import ServerParams, load_params
 from gpt1.errors import InputError
-from gpt1.net import port_in_use
+from gpt1.net import host_port, port_in_use
 
 PREFECT_HOME = Path(".prefect")
 SERVER_LOG = "server.log"
@@ -55,10 +55,11 @@ def start_server(home: Path, server: ServerParams,
     `extra_env` (a team's PREFECT_API_DATABASE_CONNECTION_URL, say), running and healthy;
     returns the process and its API URL. Its log is `home/server.log`, its PID
     `home/server.pid`."""
-    api_url = f"http://{server.host}:{server.port}/api"
+    address = host_port(server.host, server.port)
+    api_url = f"http://{address}/api"
     if port_in_use(server.host, server.port):
-        raise ServerError(f"{server.host}:{server.port} is already in use: set flows.server.port "
-                          "in params.yaml, or PREFECT_API_URL to use a server that runs there")
+        raise ServerError(f"{address} is already in use: set flows.server.port in params.yaml, "
+                          "or PREFECT_API_URL to use a server that runs there")
     home.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "PREFECT_HOME": str(home.resolve()),
            "PREFECT_SERVER_ANALYTICS_ENABLED": "false", **(extra_env or {})}

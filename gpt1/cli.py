@@ -16,7 +16,9 @@ from gpt1.team import team_app
 
 FORCE_HELP = "replace --out even if it holds files this command does not write"
 
-app = typer.Typer(no_args_is_help=True, add_completion=False,
+# click's plain help pages (for the sub-groups too): Rich's tables cut long option names with
+# an ellipsis and squeeze the help into a narrow column at 80 columns
+app = typer.Typer(no_args_is_help=True, add_completion=False, rich_markup_mode=None,
                   help="GPT-1 pretraining and fine-tuning pipeline.")
 
 
@@ -39,8 +41,10 @@ def _refresh_dag(params: Path) -> None:
 def write_dag(
     params: Annotated[Path, typer.Option(help="the pipeline's params file")] = Path("params.yaml"),
 ) -> None:
-    """Write dag.yaml: the per-task stages params.yaml asks for, which dvc.yaml declares (make
-    pipeline, the flows, gpt1 set, preset and task add do this themselves)."""
+    """Write dag.yaml: the per-task stages params.yaml asks for.
+
+    dvc.yaml declares them; make pipeline, the flows, gpt1 set, preset and task add write it
+    themselves."""
     from gpt1 import dag
     from gpt1.config import load_params
 
@@ -57,7 +61,9 @@ def preset(
     name: Annotated[str, typer.Argument(help=f"one of {available()}")],
     params: Annotated[Path, typer.Option(help="the params file to rewrite")] = Path("params.yaml"),
 ) -> None:
-    """Overlay a preset's size and training knobs onto params.yaml (comments are kept)."""
+    """Overlay a preset onto params.yaml (comments are kept).
+
+    The preset sets the model's size and the training knobs."""
     with input_errors():
         apply_preset(name, params)
         _refresh_dag(params)
@@ -69,7 +75,9 @@ def set_params(
     assignments: Annotated[list[str], typer.Argument(help="KEY=VALUE, e.g. ingest.root=../data")],
     params: Annotated[Path, typer.Option(help="the params file to rewrite")] = Path("params.yaml"),
 ) -> None:
-    """Set params.yaml keys (values are YAML), validated before anything is written."""
+    """Set params.yaml keys (values are YAML).
+
+    Every value is validated before anything is written."""
     with input_errors():
         set_keys(params, parse_assignments(assignments))
         _refresh_dag(params)
@@ -87,7 +95,9 @@ def generate(
     seed: Annotated[int, typer.Option(min=0, max=2**32 - 1,
                                       help="random seed of the sampling")] = 0,
 ) -> None:
-    """Continue a prompt with a pretrained model; prints the prompt and the continuation."""
+    """Continue a prompt with a pretrained model.
+
+    Prints the prompt and the continuation."""
     from gpt1.corpus.text import TextCleaner
     from gpt1.model.generate import sample
     from gpt1.model.registry import load_language_model
@@ -107,13 +117,14 @@ def export_hf(
     out: Annotated[Path, typer.Option(help="the HuggingFace directory to write")],
     force: Annotated[bool, typer.Option(help=FORCE_HELP)] = False,
 ) -> None:
-    """Write a model as a HuggingFace directory that from_pretrained loads: a pretrained model as
-    OpenAIGPTLMHeadModel; a fine-tuned classification or entailment model as
-    OpenAIGPTForSequenceClassification (its head's bias folded into the bias-free score, checked
-    to 1e-4 on probe sequences, refused where it does not fold), whose tokenizer adds <start> and
-    <classify> so that pipeline("text-classification") reads cleaned text; a multiple-choice
-    model as OpenAIGPTDoubleHeadsModel. A similarity model is refused: no transformers class
-    computes its head. The tokenizer loads with AutoTokenizer."""
+    """Write a model as a HuggingFace (transformers) directory.
+
+    from_pretrained loads it: a pretrained model as OpenAIGPTLMHeadModel; a fine-tuned
+    classification or entailment model as OpenAIGPTForSequenceClassification (its head's bias folded
+    into the bias-free score, checked to 1e-4 on probe sequences, refused where it does not fold),
+    whose tokenizer adds <start> and <classify> so that pipeline("text-classification") reads
+    cleaned text; a multiple-choice model as OpenAIGPTDoubleHeadsModel. A similarity model is
+    refused: no transformers class computes its head. The tokenizer loads with AutoTokenizer."""
     from gpt1.interop import hf
 
     with input_errors():
@@ -141,8 +152,10 @@ def predict(
     ] = "fp32",
     force: Annotated[bool, typer.Option(help="replace --out if it exists")] = False,
 ) -> None:
-    """Score a table with a fine-tuned model: its rows with the predicted label and each
-    label's probability (the score for regression, the chosen candidate for multiple choice)."""
+    """Score a table with a fine-tuned model.
+
+    Writes its rows with the predicted label and each label's probability (the score for
+    regression, the chosen candidate for multiple choice)."""
     from gpt1.jobs.predict import predict_file
 
     with input_errors():
@@ -161,7 +174,10 @@ def import_hf(
     seed: Annotated[int, typer.Option(help="seed of new special-token rows")] = 0,
     force: Annotated[bool, typer.Option(help=FORCE_HELP)] = False,
 ) -> None:
-    """Convert a HuggingFace openai-gpt checkpoint (bare, LM head or double heads) to ours."""
+    """Convert a HuggingFace openai-gpt checkpoint to ours.
+
+    The checkpoint may be bare or have the LM head or double heads. Its tokenizer comes along,
+    GPT-1's special tokens after it."""
     from gpt1.interop.source import import_hf
 
     with input_errors():
@@ -183,7 +199,9 @@ def import_openai(
     seed: Annotated[int, typer.Option(help="seed of the new special-token rows")] = 0,
     force: Annotated[bool, typer.Option(help=FORCE_HELP)] = False,
 ) -> None:
-    """Import OpenAI's released GPT-1 weights and BPE as a model directory (for generate)."""
+    """Import OpenAI's released GPT-1 weights and BPE.
+
+    Writes them as a model directory, which generate loads."""
     from gpt1.interop.openai import import_release
 
     with input_errors():
@@ -249,8 +267,10 @@ def task_add(
     force: Annotated[bool, typer.Option(help="replace a task of that name")] = False,
     params: Annotated[Path, typer.Option(help="the params file to rewrite")] = Path("params.yaml"),
 ) -> None:
-    """Declare a fine-tuning task over your own tables in params.yaml: every split is read
-    first, and the entry written (comments kept) and printed."""
+    """Declare a fine-tuning task over your own tables.
+
+    Every split is read first; then the entry is written to params.yaml (comments kept) and
+    printed."""
     from gpt1.downstream.declare import TaskSpec, add_task, parse_scores, split_list, split_pairs
     from gpt1.presets.edit import task_yaml
 

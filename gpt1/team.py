@@ -27,6 +27,7 @@ or stopped (`PostgresError`) exits 1. Imports neither Prefect nor DVC.
 from __future__ import annotations
 
 import glob
+import ipaddress
 import os
 import pwd
 import re
@@ -234,11 +235,23 @@ def check_auth_string(auth: str) -> bool:
 
 
 def api_url(address: str) -> str:
-    """The API URL of the server at `address` (http://host:port, as teammates reach it)."""
-    if not re.fullmatch(r"https?://[^/:\s]+:\d+/?", address):
+    """The API URL of the server at `address` (http://host:port, as teammates reach it; an IPv6
+    address in brackets, http://[::1]:4200)."""
+    match = re.fullmatch(r"https?://(?:\[(?P<ipv6>[\d.:A-Fa-f]+)\]|[^/:\s[\]]+):(?P<port>\d+)/?",
+                         address)
+    if (match is None or not 0 < int(match["port"]) < 2**16
+            or (match["ipv6"] is not None and not _is_ipv6(match["ipv6"]))):
         raise InputError(f"--url {address!r}: give the server's address as teammates reach it, "
-                         "http://host:port")
+                         "http://host:port (an IPv6 address in brackets: http://[::1]:4200)")
     return f"{address.rstrip('/')}/api"
+
+
+def _is_ipv6(text: str) -> bool:
+    try:
+        ipaddress.IPv6Address(text)
+    except ValueError:
+        return False
+    return True
 
 
 def team_settings(api: str, auth: str) -> tuple[dict[str, str], dict[str, str]]:
@@ -257,7 +270,7 @@ def _exports(settings: dict[str, str]) -> list[str]:
 
 
 team_app = typer.Typer(no_args_is_help=True,
-                       help="A team's Prefect server: its PostgreSQL database and settings.")
+                       help="A team's Prefect server: its database and settings.")
 
 
 @team_app.callback()
@@ -297,7 +310,7 @@ def db_command(
     user: Annotated[str, typer.Option(
         help="the user PostgreSQL runs as when started by root")] = "postgres",
 ) -> None:
-    """Start, stop, or print the URL of the PostgreSQL database behind the team's server.
+    """Start, stop, or print the URL of the team server's PostgreSQL.
 
     A cluster of the OS's PostgreSQL in the --dir folder, listening on 127.0.0.1 only; `start`
     creates it the first time and prints its URL, PREFECT_API_DATABASE_CONNECTION_URL's."""
@@ -313,7 +326,8 @@ def db_command(
 @team_app.command("env")
 def env_command(
     address: Annotated[str, typer.Option(
-        "--url", help="the server as teammates reach it: http://host:port")],
+        "--url", help="the server as teammates reach it: http://host:port (an IPv6 address "
+                      "in brackets, http://[::1]:4200)")],
     auth_file: Annotated[Path, typer.Option(
         help="where the auth string is kept (made by the first call, mode 0600)")],
 ) -> None:

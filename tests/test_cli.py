@@ -4,15 +4,23 @@ and left as it was: `.git` and `.dvc` and anything in them, the checkout's root 
 above it, DVC's cache where `dvc cache dir` moved it, a stage's output and anything in it, and
 a folder a stage's output lies in, anything inside a top folder where stages write
 (artifacts/checkpoints, which DVC cannot restore), the data root params.yaml names, and the
-command's own input. A folder of the user's own is still replaced with --force."""
+command's own input. A folder of the user's own is still replaced with --force.
+
+Every command's --help reads in an 80-column terminal: nothing cut or wider, and each command
+listed with a one-line summary."""
 
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import torch
+import typer.main
+from typer.core import TyperGroup
 from typer.testing import CliRunner
 
 from gpt1.cli import app
@@ -189,3 +197,65 @@ def test_params_edits_rewrite_the_stage_lists_and_gpt1_dag_says_so(tmp_path: Pat
     code, out = invoke("dag", "--params", params)
     assert code == 0 and ": written;" in out
     assert '  finetune: ["cola", "sst2"]' in (tmp_path / "dag.yaml").read_text()
+
+
+def _commands_under(command: object, path: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
+    """The argument lists naming `command` and every command and subcommand below it."""
+    yield path
+    if isinstance(command, TyperGroup):
+        for name, sub in command.commands.items():
+            yield from _commands_under(sub, (*path, name))
+
+
+COMMANDS = list(_commands_under(typer.main.get_command(app)))
+
+
+def _help(path: tuple[str, ...], columns: int) -> str:
+    """`gpt1 <path> --help` as a terminal `columns` wide shows it (a process of its own, as
+    CliRunner lays click's help out 80 wide whatever COLUMNS says)."""
+    proc = subprocess.run([sys.executable, "-m", "gpt1.cli", *path, "--help"], cwd=REPO,
+                          capture_output=True, text=True, check=True,
+                          env={"COLUMNS": str(columns), "PYTHONPATH": str(REPO),
+                               "PATH": str(Path(sys.executable).parent)})
+    return proc.stdout
+
+
+def _summary(help_text: str) -> str:
+    """The first paragraph under a help page's Usage line, its lines joined (box edges off)."""
+    lines = [line.strip(" │") for line in help_text.splitlines()]
+    below = lines[next(i for i, line in enumerate(lines) if line.startswith("Usage:")) + 1:]
+    paragraph = below[next(i for i, line in enumerate(below) if line):]
+    return " ".join(paragraph[:paragraph.index("")])
+
+
+def _listed(help_text: str) -> list[tuple[str, str]]:
+    """The rows of a group's help page's command list: (name, summary) each (box edges off)."""
+    lines = [line.strip(" │") for line in help_text.splitlines()]
+    rows = []
+    for line in lines[next(i for i, line in enumerate(lines) if "Commands" in line) + 1:]:
+        if not line or line.startswith("╰"):
+            break
+        name, _, summary = line.partition(" ")
+        rows.append((name, summary.strip()))
+    return rows
+
+
+def test_the_terminal_width_reaches_the_help_pages() -> None:
+    """COLUMNS is what the help pages below are laid out for: narrower, they are narrower."""
+    assert max(map(len, _help(("task", "add"), 60).splitlines())) <= 60
+    assert _help(("task", "add"), 60) != _help(("task", "add"), 80)
+
+
+@pytest.mark.parametrize("path", COMMANDS, ids=lambda path: " ".join(("gpt1", *path)))
+def test_every_help_page_reads_in_80_columns(path: tuple[str, ...]) -> None:
+    """No line wider than the terminal, no option name or help cut short with an ellipsis, and
+    a group lists each of its commands on one line, with the summary its own page opens with."""
+    text = _help(path, 80)
+    too_wide = [line for line in text.splitlines() if len(line) > 80]
+    assert not too_wide and "…" not in text, text
+    subcommands = [sub[-1] for sub in COMMANDS if sub[:-1] == path and sub]
+    if subcommands:
+        listed = _listed(text)
+        assert [name for name, _ in listed] == subcommands, text
+        for name, summary in listed:
+            assert summary == _summary(_help((*path, name), 80)), text

@@ -8,6 +8,7 @@ half-made. (tests/e2e/test_prefect_team.py starts and stops a real cluster.)"""
 from __future__ import annotations
 
 import re
+import shlex
 import socket
 import subprocess
 import sys
@@ -175,10 +176,29 @@ def test_env_prints_the_server_and_client_settings(tmp_path: Path) -> None:
         f"export PREFECT_API_AUTH_STRING={auth}"]
 
 
-def test_env_refuses_an_address_without_a_port(tmp_path: Path) -> None:
-    result = CliRunner().invoke(team.team_app, ["env", "--url", "gpt1-server",
+@pytest.mark.parametrize("address", [
+    "http://[::1]:4310", "https://[2001:db8::7]:443/", "http://[::ffff:127.0.0.1]:4200",
+    "http://127.0.0.1:4310/", "http://gpt1-server:4200"])
+def test_env_takes_a_host_name_or_an_ip_address_in_brackets(tmp_path: Path, address: str) -> None:
+    """An IPv6 address is written in brackets in a URL (RFC 3986), as a browser takes it."""
+    result = CliRunner().invoke(team.team_app, ["env", "--url", address,
+                                                "--auth-file", str(tmp_path / "a")])
+    assert result.exit_code == 0, (result.output, result.exception)
+    exports = [shlex.split(line) for line in result.stdout.splitlines() if line[0] != "#"]
+    assert ["export", f"PREFECT_API_URL={address.removesuffix('/')}/api"] in exports, exports
+
+
+@pytest.mark.parametrize("address", [
+    "gpt1-server", "http://gpt1-server", "gpt1-server:4200", "ftp://gpt1-server:4200",
+    "http://::1:4310", "http://[::1:4310", "http://::1]:4310", "http://[::1]", "http://[::1]:",
+    "http://[gpt1-server]:4200", "http://[1.2.3.4]:4200", "http://[:::1]:4200",
+    "http://[fe80::1%eth0]:4200", "http://[::1]x:4200", "http://gpt1-server:0",
+    "http://gpt1-server:65536", "http://gpt1-server:4200/api", "http://gpt1 server:4200"])
+def test_env_refuses_an_address_that_is_not_a_servers(tmp_path: Path, address: str) -> None:
+    result = CliRunner().invoke(team.team_app, ["env", "--url", address,
                                                 "--auth-file", str(tmp_path / "a")])
     assert result.exit_code == 2, (result.output, result.exception)
-    assert result.stderr == ("error: --url 'gpt1-server': give the server's address as "
-                             "teammates reach it, http://host:port\n")
+    assert result.stderr == (f"error: --url {address!r}: give the server's address as "
+                             "teammates reach it, http://host:port (an IPv6 address in brackets: "
+                             "http://[::1]:4200)\n")
     assert not (tmp_path / "a").exists()

@@ -1,4 +1,5 @@
-"""`python -m flows.serve` against a real Prefect server: its deployments run from the CLI."""
+"""`python -m flows.serve` against a real Prefect server: its deployments run from the CLI; a
+server address in use is refused before anything starts, an IPv6 one named as a URL writes it."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -18,11 +20,19 @@ import pyarrow.parquet as pq
 import pytest
 
 from flows.dag import run_order
-from flows.serve import PREFECT_HOME, SERVER_PID
-from gpt1.config import load_params
+from flows.serve import PREFECT_HOME, SERVER_PID, ServerError, start_server
+from gpt1.config import ServerParams, load_params
 from gpt1.reporting.sections import TITLE
 from tests.browser import chromium
-from tests.conftest import Reproduced, dvc, edit_params, free_port, run, shared_sst2
+from tests.conftest import (
+    Reproduced,
+    dvc,
+    edit_params,
+    free_port,
+    run,
+    shared_sst2,
+    skip_outside_ci,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -202,3 +212,18 @@ def test_deployments_run_from_the_cli(served: Served) -> None:
                             "--watch", check=False)
     assert failed.returncode != 0
     assert "Flow run finished in state 'Failed'" in failed.stdout + failed.stderr
+
+
+def test_an_ipv6_address_in_use_is_refused_before_anything_starts(tmp_path: Path) -> None:
+    """flows.server.host may be an IPv6 address (::1): its port is checked, and named, as a URL
+    writes it, in brackets."""
+    with socket.socket(socket.AF_INET6) as taken:
+        try:
+            taken.bind(("::1", 0))
+        except OSError as err:  # a machine without IPv6
+            skip_outside_ci(f"cannot listen on ::1: {err}")
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(ServerError, match=re.escape(f"[::1]:{port} is already in use")):
+            start_server(tmp_path / "prefect", ServerParams(host="::1", port=port))
+    assert not (tmp_path / "prefect").exists()
