@@ -21,6 +21,7 @@ from pydantic import (
 from ruamel.yaml import YAML, YAMLError
 
 from gpt1.errors import InputError
+from gpt1.net import host_problem
 
 DEFAULT_PARAMS = Path("params.yaml")
 _SUBKEY = re.compile(r"^[\w.]+: ")
@@ -546,8 +547,15 @@ class FinetuneParams(Section):
 class ServerParams(Section):
     """Where `python -m flows.serve` starts a Prefect server when PREFECT_API_URL is not set."""
 
-    host: str = Field(min_length=1)
+    host: str
     port: Int = Field(ge=1, le=65_535)
+
+    @field_validator("host")
+    @classmethod
+    def _a_host(cls, host: str) -> str:
+        if (problem := host_problem(host)) is not None:
+            raise ValueError(problem)
+        return host
 
 
 DAYS_30 = 30 * 24 * 3600  # the longest wait the flows take, in seconds

@@ -27,7 +27,6 @@ or stopped (`PostgresError`) exits 1. Imports neither Prefect nor DVC.
 from __future__ import annotations
 
 import glob
-import ipaddress
 import os
 import pwd
 import re
@@ -45,7 +44,7 @@ import typer
 
 from gpt1.command_errors import input_errors
 from gpt1.errors import InputError
-from gpt1.net import port_in_use
+from gpt1.net import is_ipv6, port_in_use
 
 PROGRAMS = ("initdb", "pg_ctl", "postgres", "createdb")
 DB_NAME = "prefect"  # the role and the database Prefect's tables go in
@@ -240,18 +239,10 @@ def api_url(address: str) -> str:
     match = re.fullmatch(r"https?://(?:\[(?P<ipv6>[\d.:A-Fa-f]+)\]|[^/:\s[\]]+):(?P<port>\d+)/?",
                          address)
     if (match is None or not 0 < int(match["port"]) < 2**16
-            or (match["ipv6"] is not None and not _is_ipv6(match["ipv6"]))):
+            or (match["ipv6"] is not None and not is_ipv6(match["ipv6"]))):
         raise InputError(f"--url {address!r}: give the server's address as teammates reach it, "
                          "http://host:port (an IPv6 address in brackets: http://[::1]:4200)")
     return f"{address.rstrip('/')}/api"
-
-
-def _is_ipv6(text: str) -> bool:
-    try:
-        ipaddress.IPv6Address(text)
-    except ValueError:
-        return False
-    return True
 
 
 def team_settings(api: str, auth: str) -> tuple[dict[str, str], dict[str, str]]:

@@ -117,7 +117,9 @@ def test_a_short_context_names_the_task_that_needs_the_most(raw: dict, tmp_path:
 
 def load_params_from(raw: dict, tmp_path: Path) -> None:
     path = tmp_path / "ok-params.yaml"
-    YAML(typ="safe", pure=True).dump(raw, path)
+    yaml = YAML(typ="safe", pure=True)
+    yaml.default_flow_style = False  # in flow style, ruamel writes `{host: ::1}`, not YAML
+    yaml.dump(raw, path)
     load_params(path)
 
 
@@ -460,3 +462,18 @@ def test_the_analyses_accept_a_table_task_as_any_registry_task(raw: dict) -> Non
     analysis = parse_params(raw).analysis
     assert analysis.ablation.tasks == {"mine": [100]} and analysis.transfer.tasks == {"mine": 100}
     assert analysis.zero_shot.tasks == {"mine": "sentiment"}
+
+
+@pytest.mark.parametrize(("host", "expected"), [
+    ("[::1]", "flows.server.host: '[::1]': write an IPv6 address without brackets "
+              "(::1)"),
+    ("my host", "flows.server.host: 'my host': expected a host name, an IPv4 "
+                "address or an IPv6 address (::1)"),
+])
+def test_the_servers_host_is_one_it_can_listen_on(raw: dict, tmp_path: Path, host: str,
+                                                  expected: str) -> None:
+    """flows.serve took `[::1]` and failed with a traceback in its port check."""
+    raw["flows"]["server"]["host"] = host
+    assert expected in _error(raw, tmp_path)
+    raw["flows"]["server"]["host"] = "::1"
+    load_params_from(raw, tmp_path)
