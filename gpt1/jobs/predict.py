@@ -218,29 +218,36 @@ def predict_file(model_dir: Path, source: Path, out: Path, source_format: str | 
              model.card.task, ", ".join(f"{k}: {v}" for k, v in columns.items()),
              place.device, source, out)
     rows, cleaner = 0, TextCleaner() if cleaner is None else cleaner
+    cut: list[int] = []  # the uncut lengths of the rows cut to fit the context
     total = _file_length(source, fmt)
     with _writer(out, out_fmt) as writer, StepProgress(
             "predict", total, log_every=max(total // 20, 1), logger=log) as progress:
         for batch in iter_batches(source, fmt, batch_rows):
-            writer.write(_predicted(model, batch, columns, cleaner, batch_size, place))
+            table, lengths = _predicted(model, batch, columns, cleaner, batch_size, place)
+            writer.write(table)
+            cut.extend(lengths[lengths > model.card.n_ctx].tolist())
             rows += batch.table.num_rows
             if batch.where:
                 progress.update(_row_position(batch.where[-1]), rows=rows)
         if rows == 0:  # a header and no rows: still a file that reads, with every column
             writer.write(_no_predictions(model.card, source, fmt, header))
-    log.info("%s: %d rows predicted", out, rows)
+    log.info("%s: %d rows predicted; %d longer than the model's context (n_ctx %d tokens), cut "
+             "to fit%s", out, rows, len(cut), model.card.n_ctx,
+             f" (median {np.median(cut):.0f} tokens)" if cut else "")
     return rows
 
 
 def _predicted(model: Finetuned, batch: TableBatch, columns: dict[str, str | list[str]],
-               cleaner: TextCleaner, batch_size: int, place: Placement) -> pa.Table:
+               cleaner: TextCleaner, batch_size: int, place: Placement
+               ) -> tuple[pa.Table, np.ndarray]:
+    """The batch with its predictions, and each row's length uncut (`Encoded.lengths`)."""
     texts = select_fields(batch, model.card.spec.family, columns)
-    examples = encode_examples(model.card.spec, _family_table(texts), model.tokenizer, cleaner,
-                               model.card.n_ctx).examples
-    outputs = predict(model.model, examples, model.tokenizer.pad_id, batch_size, place.device,
-                      place.dtype)
+    encoded = encode_examples(model.card.spec, _family_table(texts), model.tokenizer, cleaner,
+                              model.card.n_ctx)
+    outputs = predict(model.model, encoded.examples, model.tokenizer.pad_id, batch_size,
+                      place.device, place.dtype)
     table = batch.table
     for name, values in prediction_columns(model.card, texts, outputs).items():
         table = table.append_column(name, values)
-    return table
+    return table, encoded.lengths
 

@@ -10,6 +10,7 @@ import csv
 import errno
 import io
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -112,6 +113,23 @@ def test_classification_predictions_are_the_model_on_each_example_alone(
         assert row["prediction"] == ["neg", "pos"][int(probs.argmax())]
         assert row["probability_neg"] == pytest.approx(probs[0], abs=1e-5)
         assert row["probability_pos"] == pytest.approx(probs[1], abs=1e-5)
+
+
+def test_the_rows_cut_to_fit_the_context_are_counted(tmp_path: Path, tokenizer_file: Path,
+                                                     caplog: pytest.LogCaptureFixture) -> None:
+    """A review longer than the card's n_ctx (32) loses its end: the log says how many rows were
+    cut and their median length uncut (<start>, the text, <classify>)."""
+    folder = make_model(tmp_path / "model", spec("classification", ["neg", "pos"],
+                                                 {"text": "review"}), tokenizer_file, 1)
+    long = " ".join(REVIEWS * 3)
+    source = write_csv(tmp_path / "new.csv", f'review\nthe cast is great\n"{long}"\n"{long} ."\n')
+    with caplog.at_level(logging.INFO, logger="gpt1.jobs.predict"):
+        predict_file(folder, source, tmp_path / "scored.csv")
+    tok = GPT1Tokenizer.load(tokenizer_file)
+    uncut = sorted(2 + len(ids(tok, text)) for text in (long, f"{long} ."))
+    assert uncut[0] > 32
+    assert (f"3 rows predicted; 2 longer than the model's context (n_ctx 32 tokens), cut to fit "
+            f"(median {sum(uncut) / 2:.0f} tokens)") in caplog.text
 
 
 def test_similarity_score_adds_both_orders(tmp_path: Path, tokenizer_file: Path) -> None:
