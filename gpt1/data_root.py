@@ -6,32 +6,15 @@ the flows), by `gpt1 task add` and by the ingest stage, each naming the file."""
 
 from __future__ import annotations
 
-import errno
 import os
 import stat
 from pathlib import Path
 
-from gpt1.errors import InputError
+from gpt1.errors import LOOP, InputError, broken_link
 
 # file types DVC cannot read as data, by the name a message gives them
 NOT_FILES = {stat.S_IFIFO: "a FIFO (named pipe)", stat.S_IFSOCK: "a socket",
              stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device"}
-
-
-LOOP = "a symlink that loops"
-
-
-def broken_link(path: Path) -> str | None:
-    """What `path` is where it is a symlink that cannot be followed (`LOOP`, or a symlink to
-    nothing); None where it is not one."""
-    if not path.is_symlink() or path.exists():
-        return None
-    try:
-        path.stat()
-    except OSError as err:
-        if err.errno == errno.ELOOP:
-            return LOOP
-    return f"a symlink to nothing ({os.readlink(path)})"
 
 
 def check_data_root(root: Path, key: str = "ingest.root") -> None:

@@ -24,6 +24,22 @@ USER_FIXABLE_ERRNOS = MACHINE_ERRNOS | PATH_ERRNOS
 NO_SPACE = frozenset({errno.ENOSPC, errno.EDQUOT})
 
 
+LOOP = "a symlink that loops"
+
+
+def broken_link(path: Path) -> str | None:
+    """What `path` is where it is a symlink that cannot be followed (`LOOP`, or a symlink to
+    nothing); None where it is not one."""
+    if not path.is_symlink() or path.exists():
+        return None
+    try:
+        path.stat()
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            return LOOP
+    return f"a symlink to nothing ({os.readlink(path)})"
+
+
 class InputError(ValueError):
     """Bad input: params, data, a file's format or a release is not what it must be. The message
     names the file, line or key at fault and says what to do; retrying cannot help."""
@@ -38,6 +54,17 @@ class MissingInputError(FileNotFoundError):
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.errno = errno.ENOENT
+
+
+def not_found(path: Path, hint: str = "") -> OSError | InputError:
+    """The error for `path` not being there: where it, or a folder above it, is a symlink that
+    cannot be followed, one naming that link (a loop is no missing file); else a
+    `MissingInputError`, `hint` after "not found"."""
+    for link in (path, *path.parents):
+        if (problem := broken_link(link)) is not None:
+            error = InputError if problem == LOOP else MissingInputError
+            return error(f"{link}: {problem}")
+    return MissingInputError(f"{path}: not found{hint}")
 
 
 class DataFormatError(InputError):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
-from gpt1.errors import InputError, MissingInputError
+from gpt1.errors import InputError, not_found
 
 UNK = "<unk>"
 START, DELIM, CLASSIFY, PAD = "<start>", "<delim>", "<classify>", "<pad>"
@@ -119,7 +119,7 @@ class GPT1Tokenizer:
     def load(cls, path: Path | str) -> GPT1Tokenizer:
         path = Path(path)
         if not path.is_file():
-            raise MissingInputError(f"{path}: tokenizer not found")
+            raise not_found(path, " (the tokenizer)")
         try:
             backend = Tokenizer.from_file(str(path))
         except Exception as err:  # the Rust library raises a bare Exception for any bad file

@@ -24,10 +24,10 @@ from gpt1.config import (
     parse_params,
     read_yaml,
 )
-from gpt1.data_root import LOOP, broken_link, check_data_root
+from gpt1.data_root import check_data_root
 from gpt1.downstream.readers import read_task_split
 from gpt1.downstream.tables import column_texts, iter_batches
-from gpt1.errors import InputError, MissingInputError
+from gpt1.errors import LOOP, InputError, MissingInputError, broken_link
 from gpt1.presets.edit import set_task
 
 _NAME = re.compile(r"[A-Za-z0-9_]+")  # it names the task's folders and DVC stages

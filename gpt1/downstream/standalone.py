@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from gpt1.config import FAMILY_MIN_CTX, TaskParams
 from gpt1.corpus.tokenizer import GPT1Tokenizer
 from gpt1.downstream.families import TaskFamily, family_of
-from gpt1.errors import InputError, MissingInputError
+from gpt1.errors import InputError, not_found
 from gpt1.model.heads import TaskModel
 from gpt1.model.registry import (
     TOKENIZER,
@@ -88,8 +88,8 @@ def read_card(model_dir: Path) -> TaskCard:
     not a card, or describes another layout than the family's today."""
     path = model_dir / CARD
     if not path.is_file():
-        raise MissingInputError(f"{path}: not found: {model_dir} is not a fine-tuned model "
-                                "folder (artifacts/finetune/<task>, written by finetune@<task>)")
+        raise not_found(path, f": {model_dir} is not a fine-tuned model folder "
+                              "(artifacts/finetune/<task>, written by finetune@<task>)")
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
@@ -122,8 +122,8 @@ def load_finetuned(model_dir: Path) -> Finetuned:
     """Load a folder `save_finetuned` wrote; loading executes no code (JSON and safetensors)."""
     for name in FILES:
         if not (model_dir / name).is_file():
-            raise MissingInputError(f"{model_dir / name}: not found: {model_dir} is not a "
-                                    "fine-tuned model folder (artifacts/finetune/<task>)")
+            raise not_found(model_dir / name, f": {model_dir} is not a fine-tuned model folder "
+                                              "(artifacts/finetune/<task>)")
     card = read_card(model_dir)
     tokenizer = GPT1Tokenizer.load(model_dir / TOKENIZER)
     config = load_config(model_dir / "config.json")

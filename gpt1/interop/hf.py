@@ -30,7 +30,7 @@ from tokenizers import Tokenizer, processors
 from gpt1.atomic import atomic_dir, check_replaceable
 from gpt1.config import Family
 from gpt1.corpus.tokenizer import CLASSIFY, DELIM, PAD, START, UNK, GPT1Tokenizer
-from gpt1.errors import InputError, MissingInputError
+from gpt1.errors import InputError, not_found
 from gpt1.model.registry import (
     TOKENIZER,
     load_model,
@@ -220,7 +220,7 @@ def _read_hf_weights(hf_dir: Path) -> tuple[dict[str, torch.Tensor], Path]:
         if not isinstance(sd, dict):
             raise InputError(f"{bin_path}: expected a state dict, found {type(sd).__name__}")
         return sd, bin_path
-    raise MissingInputError(f"{safetensors_path}: not found (nor {bin_path.name})")
+    raise not_found(safetensors_path, f" (nor {bin_path.name})")
 
 
 def to_hf_double_heads_config(cfg: GPT1Config, pad_id: int) -> dict[str, Any]:
@@ -420,7 +420,7 @@ def read_hf_config(hf_dir: Path) -> GPT1Config:
     """Our config from the `config.json` of an HF `openai-gpt` directory (`from_hf_config`)."""
     config_path = Path(hf_dir) / "config.json"
     if not config_path.is_file():
-        raise MissingInputError(f"{config_path}: not found")
+        raise not_found(config_path)
     try:
         hf_config = json.loads(config_path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as err:

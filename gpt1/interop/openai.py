@@ -23,7 +23,7 @@ from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers
 
 from gpt1.atomic import atomic_dir, check_replaceable
 from gpt1.corpus.tokenizer import END_OF_WORD, SPECIAL_TOKENS, UNK
-from gpt1.errors import InputError, MissingInputError
+from gpt1.errors import InputError, MissingInputError, not_found
 from gpt1.interop.hf import MODEL_DIR_FILES
 from gpt1.model.registry import save_model
 from gpt1.model.transformer import GPT1, GPT1Config
@@ -50,7 +50,7 @@ def _layer_shapes(d: int) -> tuple[Shape, ...]:
 
 def _read_json(path: Path) -> object:
     if not path.is_file():
-        raise MissingInputError(f"{path}: not found")
+        raise not_found(path)
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
@@ -252,7 +252,7 @@ def checked_merge(pair: tuple[str, ...], encoder: dict[str, int], where: str) ->
 
 def _read_merges(path: Path, encoder: dict[str, int]) -> list[Merge]:
     if not path.is_file():
-        raise MissingInputError(f"{path}: not found")
+        raise not_found(path)
     try:
         first, *lines = path.read_text(encoding="utf-8").split("\n")
     except UnicodeDecodeError as err:

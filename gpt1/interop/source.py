@@ -18,7 +18,7 @@ from tokenizers import Tokenizer
 from gpt1.atomic import atomic_dir, check_replaceable
 from gpt1.config import ModelParams, Source
 from gpt1.corpus.tokenizer import END_OF_WORD, SPECIAL_TOKENS
-from gpt1.errors import InputError, MissingInputError
+from gpt1.errors import InputError, MissingInputError, not_found
 from gpt1.interop.hf import MODEL_DIR_FILES, load_hf_model, read_hf_config
 from gpt1.interop.openai import (
     ENCODER_FILE,
@@ -91,7 +91,7 @@ def import_pretrained(source: Source, folder: Path, model: ModelParams,
     if source == "train":
         raise ValueError("pretrain.source train pretrains here: there is nothing to import")
     if not folder.is_dir():
-        raise MissingInputError(f"{folder}: not found (pretrain.source_dir)")
+        raise not_found(folder, " (pretrain.source_dir)")
     if source == "openai":
         return _openai_release(folder, model, seed)
     return _hf_directory(folder, model, seed)

@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 
 from gpt1.corpus.tokenizer import GPT1Tokenizer
-from gpt1.errors import InputError, MissingInputError
+from gpt1.errors import InputError, not_found
 from gpt1.model.lstm import LSTM
 from gpt1.model.transformer import GPT1
 from gpt1.model.trunk import Trunk, TrunkConfig
@@ -82,8 +82,7 @@ def save_model(model: Trunk, out_dir: Path) -> None:
 def _check_files(model_dir: Path, *names: str) -> None:
     for name in names:
         if not (model_dir / name).is_file():
-            raise MissingInputError(f"{model_dir / name}: not found (run the pretrain stage "
-                                    "first)")
+            raise not_found(model_dir / name, " (run the pretrain stage first)")
 
 
 def load_model(model_dir: Path, map_location: str | torch.device = "cpu") -> Trunk:

@@ -132,7 +132,7 @@ def test_save_and_load(tokenizer: Tokenizer, tok: GPT1Tokenizer, tmp_path: Path)
 
 
 def test_load_missing_file(tmp_path: Path) -> None:
-    with pytest.raises(FileNotFoundError, match="tokenizer not found"):
+    with pytest.raises(FileNotFoundError, match=r"tokenizer.json: not found \(the tokenizer\)"):
         GPT1Tokenizer.load(tmp_path / "tokenizer.json")
 
 

@@ -364,7 +364,7 @@ CASES = [
          f"{SST2_STATUS}: damaged, not the JSON stage ingest writes"),
     Case("finetune-without-pretrained-model", _remove("artifacts/pretrain"),
          [*_stage("finetune"), "--task", "sst2"],
-         "artifacts/pretrain/tokenizer.json: tokenizer not found"),
+         "artifacts/pretrain/config.json: not found (run the pretrain stage first)"),
     # -- params: names, numbers, bounds --
     Case("stage-task-name-shell-injection",
          _replace_in("params.yaml", "\n  sst2:\n", "\n  'x;touch PWNED;y':\n"), _stage("ingest"),
