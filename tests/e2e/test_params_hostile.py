@@ -298,4 +298,5 @@ def test_generate_takes_the_largest_seed() -> None:
     proc = subprocess.run([sys.executable, "-m", "gpt1.cli", "generate", "--model", "nowhere",
                            "--prompt", "a", "--seed", "4294967295"], cwd=REPO,
                           capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 2 and "error: nowhere/config.json: not found" in proc.stderr, proc.stderr
+    assert proc.returncode == 2, proc.stderr
+    assert "error: nowhere/config.json: not found" in proc.stderr, proc.stderr
