@@ -211,6 +211,60 @@ def import_openai(
                f"{cfg.vocab_size} tokens, n_ctx {cfg.n_ctx})")
 
 
+@app.command()
+def sweep(
+    task: Annotated[str, typer.Argument(help="a fine-tuned task of params.yaml")],
+    grid: Annotated[list[str] | None, typer.Argument(
+        help="KEY=VALUE,VALUE... per knob of finetune.train, e.g. lr=0.0005,0.001 "
+             "epochs=2,3")] = None,
+    show: Annotated[bool, typer.Option(
+        help="show the task's experiments side by side instead")] = False,
+    params: Annotated[Path, typer.Option(help="the pipeline's params file")] = Path("params.yaml"),
+) -> None:
+    """Sweep a task's fine-tuning knobs as DVC experiments.
+
+    Queues one DVC experiment of finetune@<task> per point of the grid (dvc exp run --queue,
+    its -S lists expanded by DVC) and prints the command that runs the queue. With --show,
+    a table of the task's experiments: each point's dev score (median [min, max] over seeds)
+    beside the majority class, the best marked. See docs/experiments.md."""
+    import json
+    import shlex
+    import subprocess
+
+    import polars as pl
+
+    from gpt1.config import load_params
+    from gpt1.sweep import parse_grid, points, queue_command, queue_jobs, sweep_table
+
+    with input_errors():
+        loaded = load_params(params)
+        spec = loaded.task(task)
+        if show:
+            if grid:
+                raise typer.BadParameter("--show takes the task alone, no grid")
+            shown = subprocess.run(["dvc", "exp", "show", "--json"], capture_output=True,
+                                   text=True, check=False, cwd=params.parent)
+            if shown.returncode:
+                typer.echo(shown.stderr, err=True, nl=False)
+                raise typer.Exit(shown.returncode)
+            table = sweep_table(json.loads(shown.stdout), task, spec.metrics[0])
+        else:
+            grid_values = parse_grid(loaded, task, grid or [])
+            command = queue_command(task, grid_values)
+    if show:
+        with pl.Config(tbl_formatting="ASCII_MARKDOWN", tbl_hide_column_data_types=True,
+                       tbl_hide_dataframe_shape=True, tbl_rows=-1, tbl_cols=-1,
+                       tbl_width_chars=200):
+            typer.echo(str(table))
+        return
+    typer.echo(shlex.join(command))
+    if subprocess.run(command, cwd=params.parent, check=False).returncode:
+        raise typer.Exit(1)
+    n = len(points(grid_values))
+    typer.echo(f"queued {n} experiment{'s' if n > 1 else ''} of finetune@{task}; run them: "
+               f"dvc queue start -j {queue_jobs(n)}; then: gpt1 sweep {task} --show")
+
+
 task_app = typer.Typer(no_args_is_help=True, help="Your own fine-tuning tasks in params.yaml.")
 app.add_typer(task_app, name="task")
 app.add_typer(team_app, name="team")

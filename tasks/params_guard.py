@@ -28,7 +28,9 @@ from gpt1.config import ParamsError, read_yaml
 log = logging.getLogger(__name__)
 
 DECLARED_CACHE = Path(".dvc/tmp/gpt1-declared-params.json")  # every stage's, for one dvc.yaml
-CACHE_FORMAT = b"params and files\0"  # in its key: a cache an older layout wrote is not read
+# in its key: a cache an older layout wrote is not read (nor one that keyed stages by the address
+# relative to a working directory elsewhere, as a `dvc exp` workspace's stage once wrote here)
+CACHE_FORMAT = b"params and files by name\0"
 WATCH_LOG = Path(".dvc/tmp/gpt1-params-guard.log")  # what watchers say, DVC's stderr no terminal
 WATCH_SECONDS = 3600.0  # the most a watcher waits for DVC to lock its run (hashing large outputs)
 POLL_SECONDS = 0.1
@@ -75,8 +77,8 @@ def _resolve(root: Path, names: list[str]) -> dict[str, dict[str, Any]]:
     from dvc.dependency.param import ParamsDependency
     from dvc.repo import Repo
 
-    with Repo(str(root)) as repo:
-        return {stage.addressing: {
+    with Repo(str(root)) as repo:  # by name: `addressing` is relative to the working directory
+        return {stage.name: {
             "params": {dep.def_path: list(dep.params) for dep in stage.deps
                        if isinstance(dep, ParamsDependency)},
             "files": [dep.def_path for dep in stage.deps

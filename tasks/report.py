@@ -6,7 +6,6 @@ and the PNGs in `reports/plots/`."""
 from __future__ import annotations
 
 import logging
-import os
 from pathlib import Path
 
 from gpt1.config import Params
@@ -19,7 +18,7 @@ log = logging.getLogger("tasks.report")  # run as __main__: named by its module 
 
 
 def run(params: Params) -> None:
-    root = Path(os.environ.get("DVC_ROOT", "."))
+    root = Path()  # the project: DVC runs stages there (DVC_ROOT may name another checkout)
     written = write_report(params, RunFiles(**RUN_FILES), root, checkout_commit(root),
                           summary=REPORT, page=REPORT_HTML, headline=REPORT_HEADLINE,
                           plots=REPORT_PLOTS)

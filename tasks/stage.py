@@ -230,9 +230,11 @@ def main(name: str, run: Callable[..., None], argv: list[str] | None = None,
     started = time.perf_counter()
     params_path = Path(args.pop("params"))
     # run by DVC (which names the stage in DVC_STAGE): guard what dvc.lock will record, and
-    # leave the verdict the flows read
-    address, dvc_root = os.environ.get("DVC_STAGE"), os.environ.get("DVC_ROOT")
-    root = Path(dvc_root) if address and dvc_root else None
+    # leave the verdict the flows read. The project is the working directory, where DVC runs
+    # dvc.yaml's commands; not DVC_ROOT, which in an experiment's temporary workspace (`dvc exp
+    # run --temp`, a queue worker's) still names the checkout the experiment came from
+    address = os.environ.get("DVC_STAGE")
+    root = Path.cwd() if address and os.environ.get("DVC_ROOT") else None
     params: Params | None = None
     names: list[str] = []
     at_start: dict[str, str | None] = {}

@@ -39,6 +39,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("gpt1.reporting",),
     ("gpt1.jobs",),
     ("gpt1.command_errors",),
+    ("gpt1.sweep",),
     ("gpt1.cli", "gpt1.team"),
 )
 DRIVERS = ("tasks", "flows", "bench", "tests", "tools")  # what drives the library, never below it

@@ -60,6 +60,8 @@ def finetune_task(params: Params, task: str, splits: list[str], task_dir: Path,
         "train_examples": len(data["train"].examples),
         "eval_examples": {s: len(data[s].examples) for s in spec.eval_splits},
         "truncated": truncation(data, n_ctx),
+        # what it trained with, the task's overrides applied: a sweep's experiments tell apart
+        "knobs": cfg.model_dump(mode="json", exclude={"seed"}),
         "kept_seed": kept.seed,
         "compute": kept.compute,
         "metrics": spec.metrics,

@@ -149,6 +149,21 @@ def test_a_stage_that_succeeds_records_its_time(stage_dir: Path,
     assert not list(stage_dir.glob("metrics/stages/.*"))  # written in place, nothing left over
 
 
+def test_in_an_experiments_workspace_the_stage_works_where_dvc_runs_it(
+        stage_dir: Path, tmp_path_factory: pytest.TempPathFactory,
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """`dvc exp run --temp` and queue workers run a stage in a workspace under .dvc/tmp/exps
+    while DVC_ROOT names the checkout the experiment came from: the stage's guard, record and
+    verdict are the workspace's, and the checkout is left alone (its guard looked the stage up
+    there and failed with KeyError)."""
+    origin = tmp_path_factory.mktemp("origin")
+    monkeypatch.setenv("DVC_ROOT", str(origin))
+    assert run_stage(lambda params: None, caplog) == 0
+    assert _verdict(stage_dir) == {"stage": "pretrain", "verdict": "ok", "message": ""}
+    assert json.loads((stage_dir / "metrics/stages/pretrain.json").read_text())["params"]
+    assert list(origin.iterdir()) == []
+
+
 def test_a_failed_stage_records_nothing(stage_dir: Path, caplog: pytest.LogCaptureFixture,
                                         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DVC_STAGE", "finetune@sst2")
