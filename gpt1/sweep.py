@@ -137,8 +137,10 @@ def sweep_table(exp_show: list[dict[str, Any]], task: str, metric: str) -> pl.Da
 
 def _row(name: str, data: dict[str, Any] | None, task: str, metric: str) -> dict[str, Any]:
     """One commit's or experiment's knobs for `task` and its figures of `metric` (None where
-    its metrics file for the task is absent: not run, failed, queued). DVC's JSON keeps a
-    metrics file's numbers, not its lists: the seeds are counted from `by_seed`."""
+    its metrics file for the task is absent: not run, failed, queued). The knobs are those its
+    metrics file says the run trained with, else (not run yet) those its params.yaml gives.
+    DVC's JSON keeps a metrics file's numbers and mappings, not its lists: the seeds are
+    counted from `by_seed`."""
     row: dict[str, Any] = {"name": name, "knobs": {}, "split": None, "score": None,
                            "low": None, "high": None, "seeds": 0, "majority": None}
     if not data:
@@ -155,6 +157,8 @@ def _row(name: str, data: dict[str, Any] | None, task: str, metric: str) -> dict
     metrics = ((data.get("metrics") or {}).get(f"metrics/finetune/{task}.json") or {}).get("data")
     if not metrics or not metrics.get("run"):
         return row
+    if isinstance(metrics.get("knobs"), dict):
+        row["knobs"] = metrics["knobs"]
     score = metrics.get(metric)  # the first eval split's figures are at the file's top
     if isinstance(score, int | float) and math.isfinite(score):
         row.update(split=metrics.get("split"), score=float(score),

@@ -76,16 +76,21 @@ def test_the_jobs_suggested_share_the_cores_and_never_exceed_the_points() -> Non
     assert queue_jobs(1, cpus=1) == 1
 
 
-def _exp(name: str, lr: float | None, accuracy: float | None, seeds: int = 2) -> dict[str, Any]:
+def _exp(name: str, lr: float | None, accuracy: float | None, seeds: int = 2,
+         trained_lr: float | None = None) -> dict[str, Any]:
     """One commit or experiment as `dvc exp show --json` (DVC 3) gives it: its params files
-    whole, its metrics files' numbers (DVC leaves lists out)."""
+    whole, its metrics files' numbers and mappings (DVC leaves lists out); the metrics say the
+    run trained with `trained_lr` where given (else with what its params say)."""
     overrides = {} if lr is None else {"lr": lr}
     params = load_params(REPO / "params.yaml").model_dump(mode="json")
     params["tasks"]["sst2"]["overrides"] = overrides
+    knobs = {**params["finetune"]["train"], **overrides}
+    if trained_lr is not None:
+        knobs["lr"] = trained_lr
     metrics = {} if accuracy is None else {"metrics/finetune/sst2.json": {"data": {
         "task": "sst2", "run": True, "split": "dev", "accuracy": accuracy,
         "accuracy_min": accuracy - 1, "accuracy_max": accuracy + 0.5, "majority_accuracy": 53.0,
-        "by_seed": {str(s): {"accuracy": accuracy} for s in range(seeds)}}}}
+        "by_seed": {str(s): {"accuracy": accuracy} for s in range(seeds)}, "knobs": knobs}}}
     return {"rev": f"{name:0<40}", "name": name,
             "data": {"params": {"params.yaml": {"data": params}}, "metrics": metrics}}
 
@@ -96,6 +101,8 @@ def test_the_experiments_side_by_side_with_the_best_marked() -> None:
              {**baseline, "experiments": [
                  {"revs": [_exp("proxy-hips", 0.0005, 93.5)], "name": "proxy-hips"},
                  {"revs": [_exp("weeny-suds", 0.002, 80.0)], "name": "weeny-suds"},
+                 # params edited after the run: the table shows what it trained with
+                 {"revs": [_exp("edited-one", 0.009, 70.0, trained_lr=0.003)]},
                  {"revs": [{"rev": "f" * 40, "name": "queued-one", "data": None}]}]}]
     table = sweep_table(shown, "sst2", "accuracy")
     assert table.columns == ["experiment", "lr", "accuracy (dev)", "seeds", "majority class",
@@ -104,6 +111,7 @@ def test_the_experiments_side_by_side_with_the_best_marked() -> None:
         ("main", 0.001, "86.5", 1, "53.0", ""),  # finetune.train.lr, no override
         ("proxy-hips", 0.0005, "93.5 [92.5, 94.0]", 2, "53.0", "*"),
         ("weeny-suds", 0.002, "80.0 [79.0, 80.5]", 2, "53.0", ""),
+        ("edited-one", 0.003, "70.0 [69.0, 70.5]", 2, "53.0", ""),
         ("queued-one", None, "", 0, "", ""),
     ]
 
