@@ -467,6 +467,18 @@ def record_not_run(reason: str, folders: tuple[Path, ...] = (), metrics: Path | 
         write_record(metrics, {**fields, "run": False, "reason": reason})
 
 
+CURVE_COLUMNS = ("epoch", "dev", "train_loss")
+
+
+def write_curve(path: Path, rows: Iterable[tuple[int, float, float]]) -> None:
+    """A fine-tuning curve, the TSV dvc.yaml declares a plot of (x: epoch, y: dev; what `dvc
+    plots diff` sets side by side across experiments): per epoch, the task's headline dev
+    figure and the training loss, each the median over seeds; the header alone for a stage that
+    did not run."""
+    lines = ["\t".join(CURVE_COLUMNS), *("\t".join(map(str, row)) for row in rows)]
+    write_text(path, "\n".join(lines) + "\n")
+
+
 def write_not_run_table(path: Path, reason: str) -> None:
     """Replace the Parquet file `path` (an output dvc.yaml declares) with one of no rows whose
     metadata says the stage did not run and why (`gpt1.not_run`)."""

@@ -17,6 +17,7 @@ PRETRAIN_METRICS = Path("metrics/pretrain.json")
 PRETRAIN_LIVE = Path("dvclive/pretrain")
 FINETUNE_DIR = Path("artifacts/finetune")
 FINETUNE_METRICS = Path("metrics/finetune")
+FINETUNE_CURVES = Path("metrics/finetune_curves")  # <task>.tsv: dvc.yaml's plot of each task
 PREDICTIONS = Path("predictions")  # <task>.parquet: a task's files.predict, scored
 LM_EVAL_METRICS = Path("metrics/lm_eval.json")
 LM_EVAL_DIR = Path("artifacts/lm_eval")

@@ -8,6 +8,7 @@ place one is read; never a KeyError or TypeError from deep inside a stage or the
 from __future__ import annotations
 
 import copy
+import csv
 import json
 import logging
 import shutil
@@ -40,6 +41,7 @@ from gpt1.records import (
     not_run_reason,
     read_record,
     record_not_run,
+    write_curve,
 )
 from gpt1.reporting.files import check_transfer_links, read_run
 from tests.conftest import REPO
@@ -360,3 +362,14 @@ def test_a_damaged_run_json_leaves_its_checkpoints_of_unknown_settings(
         assert found.settings is None and found.store.directory == other.directory
         assert f"{other.directory / RUN_FILE}: damaged (" in caplog.text
     shutil.rmtree(tmp_path)
+
+
+def test_a_curve_is_a_tsv_dvc_plots_reads(tmp_path: Path) -> None:
+    """dvc.yaml plots it with x: epoch, y: dev: a header row, then one row per epoch."""
+    write_curve(tmp_path / "sst2.tsv", [(1, 77.0, 2.3917), (2, 85.0, 1.476)])
+    with (tmp_path / "sst2.tsv").open(newline="") as fh:
+        assert list(csv.DictReader(fh, delimiter="\t")) == [
+            {"epoch": "1", "dev": "77.0", "train_loss": "2.3917"},
+            {"epoch": "2", "dev": "85.0", "train_loss": "1.476"}]
+    write_curve(tmp_path / "not_run.tsv", [])  # a stage with nothing to do: the header alone
+    assert (tmp_path / "not_run.tsv").read_text() == "epoch\tdev\ttrain_loss\n"

@@ -139,6 +139,16 @@ def summary(task: TaskParams, runs: list[SeedRun],
     return summarise(task.metrics, task.eval_splits, {r.seed: r.dev() for r in runs}, majority)
 
 
+def curve(task: TaskParams, runs: list[SeedRun]) -> list[tuple[int, float, float]]:
+    """Per epoch: the headline dev figure (the first metric on the first eval split) and the
+    training loss, each the median over the seeds' runs."""
+    split, metric = task.eval_splits[0], task.metrics[0]
+    return [(epoch["epoch"],
+             float(np.median([r.epochs[i]["dev"][split][metric] for r in runs])),
+             round(float(np.median([r.epochs[i]["train_loss"] for r in runs])), 4))
+            for i, epoch in enumerate(runs[0].epochs)]
+
+
 def median_run(task: TaskParams, runs: list[SeedRun]) -> SeedRun:
     """The run at the median of the first metric on the first dev split (the lower of the two
     middle runs for an even count)."""

@@ -11,6 +11,7 @@ from gpt1.atomic import atomic_dir
 from gpt1.config import Params
 from gpt1.downstream.families import family_of
 from gpt1.downstream.seed_runs import (
+    curve,
     load_splits,
     majority_scores,
     median_run,
@@ -21,6 +22,7 @@ from gpt1.downstream.seed_runs import (
 )
 from gpt1.downstream.standalone import save_finetuned, task_card
 from gpt1.model.registry import TOKENIZER, load_config, load_model, load_tokenizer
+from gpt1.records import write_curve
 from gpt1.training.device import placement
 from gpt1.training.finetune_loop import predict
 
@@ -28,10 +30,11 @@ log = logging.getLogger(__name__)
 
 
 def finetune_task(params: Params, task: str, splits: list[str], task_dir: Path,
-                  pretrained: Path, out_dir: Path) -> dict[str, Any]:
+                  pretrained: Path, out_dir: Path, curve_path: Path) -> dict[str, Any]:
     """Fine-tune the model in `pretrained` on registry task `task` (its `splits` in `task_dir`)
     once per seed of `finetune.seeds`; write the median seed's model and dev predictions to
-    `out_dir`; return the metrics file's content."""
+    `out_dir` and the curve over epochs to `curve_path` (`write_curve`); return the metrics
+    file's content."""
     spec = params.tasks[task]
     tok = load_tokenizer(pretrained)
     n_ctx = load_config(pretrained / "config.json").n_ctx
@@ -42,6 +45,7 @@ def finetune_task(params: Params, task: str, splits: list[str], task_dir: Path,
     runs = [run_seed(spec, params.finetune.for_task(spec, seed), load_model(pretrained), data,
                      tok.pad_id) for seed in params.finetune.seeds]
     kept = median_run(spec, runs)
+    write_curve(curve_path, curve(spec, runs))
     cfg = params.finetune.for_task(spec, kept.seed)
     place = placement(cfg.device, cfg.precision)
     with atomic_dir(out_dir) as tmp:

@@ -1,10 +1,10 @@
 """A sweep as DVC experiments, run for real on the tiny pipeline: `gpt1 sweep` queues one DVC
 experiment of finetune@<task> per point, `dvc queue start -j 2` runs two at once in DVC's
-temporary workspaces, and each lands in its own experiment: its stage ran with its own
-learning rate (the stage record a git commit of the experiment holds), its metrics are its
-own (its metrics file says what it trained with), and `gpt1 sweep --show` sets them side by
-side. The stages' shell works there: DVC names
-the original checkout in DVC_ROOT, while the stage runs in the temporary one."""
+temporary workspaces, and each lands in its own experiment: its metrics come from a run with
+its own learning rate (the metrics file says what it trained with), `dvc plots diff` draws
+their fine-tuning curves together and `gpt1 sweep --show` sets them side by side. The stages'
+shell works there: DVC names the original checkout in DVC_ROOT, while the stage runs in the
+temporary one."""
 
 from __future__ import annotations
 
@@ -60,6 +60,14 @@ def test_a_sweep_runs_two_at_a_time_and_each_lands_in_its_own_experiment(
         assert "accuracy" in metrics
         by_lr[overrides["lr"]] = exp["name"]
     assert sorted(by_lr) == [0.0005, 0.002]
+
+    # the two runs' fine-tuning curves, side by side as `dvc plots diff` draws them
+    plots = json.loads(dvc("plots", "diff", "--json", *by_lr.values(), cwd=repo).stdout)
+    (curve,) = plots["data"]["metrics/finetune_curves/sst2.tsv"]
+    assert set(curve["revisions"]) == set(by_lr.values())
+    points = curve["content"]["data"]["values"]
+    assert {p["rev"] for p in points} == set(by_lr.values())
+    assert all({"epoch", "dev", "train_loss"} <= p.keys() for p in points)
 
     table = _gpt1(repo, "sweep", "sst2", "--show")
     assert table.returncode == 0, table.stderr
