@@ -53,15 +53,16 @@ def _items(stage: dict) -> tuple[dict, list[dict[str, str]]]:
 
 
 def _declared() -> tuple[set[str], set[str], set[str]]:
-    """dvc.yaml's outs and metrics, and its deps, as written (with their placeholders); and the
-    outs and metrics of every stage DVC makes of them."""
+    """dvc.yaml's outs, metrics and plots, and its deps, as written (with their placeholders);
+    and the outs, metrics and plots of every stage DVC makes of them."""
     stages = read_yaml((REPO / "dvc.yaml").read_text(encoding="utf-8"))["stages"]
     written: set[str] = set()
     read: set[str] = set()
     expanded: set[str] = set()
     for stage in stages.values():
         body, substitutions = _items(stage)
-        for section, into in (("outs", written), ("metrics", written), ("deps", read)):
+        for section, into in (("outs", written), ("metrics", written), ("plots", written),
+                              ("deps", read)):
             for entry in body.get(section, []):
                 path = entry if isinstance(entry, str) else next(iter(entry))  # {path: opts}
                 into.add(path)
