@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -116,8 +115,7 @@ def test_the_experiments_side_by_side_with_the_best_marked() -> None:
     ]
 
 
-def test_show_prints_the_table_dvc_exp_show_gives(monkeypatch: pytest.MonkeyPatch,
-                                                  tmp_path: Path) -> None:
+def test_show_prints_the_table_dvc_exp_show_gives(monkeypatch: pytest.MonkeyPatch) -> None:
     shown = [_exp("main", None, 86.5, seeds=1)]
 
     def fake_dvc(command: list[str], **kwargs: object) -> subprocess.CompletedProcess:
