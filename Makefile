@@ -21,7 +21,7 @@ pipeline: install
 	@cat reports/headline.txt
 	@echo "report: $(CURDIR)/reports/index.html (markdown: $(CURDIR)/reports/summary.md)"
 
-# Serve the Prefect deployments full-pipeline/default and finetune/default (see README).
+# Serve the Prefect deployments (full-pipeline, finetune, predict, sweep: docs/prefect.md).
 serve: install
 	$(BIN)/python -m flows.serve
 

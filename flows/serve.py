@@ -1,5 +1,6 @@
 """`python -m flows.serve` (or `make serve`): serve the deployments `full-pipeline/default`,
-`finetune/default` and `predict/default` from this checkout until stopped (Ctrl-C or SIGTERM).
+`finetune/default`, `predict/default` and `sweep/default` from this checkout until stopped
+(Ctrl-C or SIGTERM).
 
 With PREFECT_API_URL in the environment they are registered with that server. Without it, a
 Prefect server is started on `flows.server.host:port` of params.yaml, with its SQLite database
@@ -9,6 +10,7 @@ under `.prefect/` in the checkout, and stopped again on exit. Trigger runs from 
     prefect deployment run full-pipeline/default --watch
     prefect deployment run finetune/default -p task=sst2 --watch
     prefect deployment run predict/default -p task=sst2 -p input=new.csv --watch
+    prefect deployment run sweep/default -p task=sst2 -p 'grid={"lr": [0.0005, 0.002]}' --watch
 """
 
 from __future__ import annotations
@@ -106,10 +108,11 @@ def serve_deployments() -> None:
     from flows.finetune import finetune
     from flows.full_pipeline import full_pipeline
     from flows.predict import predict
+    from flows.sweep import sweep
 
     # no parameter names a path: a run works on the checkout this process serves from
-    serve(full_pipeline.to_deployment(name="default"), finetune.to_deployment(name="default"),
-          predict.to_deployment(name="default"))
+    serve(*(each.to_deployment(name="default")
+            for each in (full_pipeline, finetune, predict, sweep)))
 
 
 def _interrupt(signum: int, frame: object) -> None:

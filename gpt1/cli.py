@@ -11,10 +11,12 @@ import typer
 
 from gpt1.command_errors import input_errors
 from gpt1.destinations import check_destination
+from gpt1.errors import InputError
 from gpt1.presets.edit import apply_preset, available, parse_assignments, set_keys
 from gpt1.team import team_app
 
 FORCE_HELP = "replace --out even if it holds files this command does not write"
+PLOT_FORMATS = (".png", ".svg", ".pdf")  # what `gpt1 sweep --show --plot` draws into
 
 # click's plain help pages (for the sub-groups too): Rich's tables cut long option names with
 # an ellipsis and squeeze the help into a narrow column at 80 columns
@@ -219,6 +221,8 @@ def sweep(
              "epochs=2,3")] = None,
     show: Annotated[bool, typer.Option(
         help="show the task's experiments side by side instead")] = False,
+    plot: Annotated[Path | None, typer.Option(
+        help="with --show: draw them too, into this file (.png, .svg, .pdf)")] = None,
     params: Annotated[Path, typer.Option(help="the pipeline's params file")] = Path("params.yaml"),
 ) -> None:
     """Sweep a task's fine-tuning knobs as DVC experiments.
@@ -226,43 +230,58 @@ def sweep(
     Queues one DVC experiment of finetune@<task> per point of the grid (dvc exp run --queue,
     its -S lists expanded by DVC) and prints the command that runs the queue. With --show,
     a table of the task's experiments: each point's dev score (median [min, max] over seeds)
-    beside the majority class, the best marked. See docs/experiments.md."""
+    beside the majority class, the best marked; --plot draws it. See docs/experiments.md."""
     import json
     import shlex
     import subprocess
 
-    import polars as pl
-
     from gpt1.config import load_params
-    from gpt1.sweep import parse_grid, points, queue_command, queue_jobs, sweep_table
+    from gpt1.sweep import (
+        parse_grid,
+        plot_sweep,
+        points,
+        queue_command,
+        run_command,
+        sweep_runs,
+        sweep_table,
+        table_text,
+    )
 
     with input_errors():
         loaded = load_params(params)
         spec = loaded.task(task)
-        if show:
-            if grid:
-                raise typer.BadParameter("--show takes the task alone, no grid")
-            shown = subprocess.run(["dvc", "exp", "show", "--json"], capture_output=True,
-                                   text=True, check=False, cwd=params.parent)
-            if shown.returncode:
-                typer.echo(shown.stderr, err=True, nl=False)
-                raise typer.Exit(shown.returncode)
-            table = sweep_table(json.loads(shown.stdout), task, spec.metrics[0])
-        else:
+        if not show:
+            if plot is not None:
+                raise InputError("--plot goes with --show")
             grid_values = parse_grid(loaded, task, grid or [])
             command = queue_command(task, grid_values)
+        elif grid:
+            raise InputError("--show takes the task alone, no grid")
+        elif plot is not None:
+            if plot.suffix.lower() not in PLOT_FORMATS:
+                raise InputError(f"--plot {plot}: name a {', '.join(PLOT_FORMATS)} file")
+            check_destination(plot, option="--plot", force=True)
     if show:
-        with pl.Config(tbl_formatting="ASCII_MARKDOWN", tbl_hide_column_data_types=True,
-                       tbl_hide_dataframe_shape=True, tbl_rows=-1, tbl_cols=-1,
-                       tbl_width_chars=200):
-            typer.echo(str(table))
+        shown = subprocess.run(["dvc", "exp", "show", "--json"], capture_output=True,
+                               text=True, check=False, cwd=params.parent)
+        if shown.returncode:
+            typer.echo(shown.stderr, err=True, nl=False)
+            raise typer.Exit(shown.returncode)
+        with input_errors():
+            runs = sweep_runs(json.loads(shown.stdout), task, spec.metrics[0])
+            if plot is not None:
+                plot_sweep(runs, task, spec.metrics[0], plot)
+        typer.echo(table_text(sweep_table(runs, spec.metrics[0])))
+        if plot is not None:
+            typer.echo(f"drawn: {plot}")
         return
     typer.echo(shlex.join(command))
     if subprocess.run(command, cwd=params.parent, check=False).returncode:
         raise typer.Exit(1)
     n = len(points(grid_values))
     typer.echo(f"queued {n} experiment{'s' if n > 1 else ''} of finetune@{task}; run them: "
-               f"dvc queue start -j {queue_jobs(n)}; then: gpt1 sweep {task} --show")
+               f"{shlex.join(run_command(n))} (in the background: dvc queue start -j "
+               f"{run_command(n)[-1]}); then: gpt1 sweep {task} --show")
 
 
 task_app = typer.Typer(no_args_is_help=True, help="Your own fine-tuning tasks in params.yaml.")

@@ -1,16 +1,20 @@
 """A task's fine-tuning knobs swept as DVC experiments. `gpt1 sweep <task> lr=a,b epochs=c,d`
 checks the grid against params.yaml (`parse_grid`) and queues it as one `dvc exp run --queue` of
 `finetune@<task>` (`queue_command`), whose `-S` lists DVC expands into one experiment per
-point; DVC's queue runs them (`dvc queue start -j N`). `gpt1 sweep <task> --show` reads
-`dvc exp show --json` and sets each experiment's dev score beside the majority class, the
-spread over seeds and the best marked (`sweep_table`). Nothing here imports DVC or runs an
-experiment: the experiments are DVC's own."""
+point; DVC's queue runs them (`dvc exp run --run-all -j N`: `run_command`). `gpt1 sweep
+<task> --show` reads `dvc exp show --json` (`sweep_runs`) and sets each experiment's dev score
+beside the majority class, the spread over seeds and the best marked, as a table
+(`sweep_table`) and a figure (`plot_sweep`). Nothing here imports DVC or runs an experiment:
+the experiments are DVC's own."""
 
 from __future__ import annotations
 
 import math
 import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from itertools import product
+from pathlib import Path
 from typing import Any
 
 import polars as pl
@@ -19,44 +23,61 @@ from pydantic import ValidationError
 from gpt1.config import FinetuneKnobs, Params, ParamsError, parse_params
 from gpt1.errors import InputError
 from gpt1.presets.edit import parse_assignments
+from gpt1.reporting.plots import Point, plot_points
 
 PARAMS_FILE = "params.yaml"
 
 
 def parse_grid(params: Params, task: str, assignments: list[str]) -> dict[str, list[Any]]:
-    """`["lr=0.0005,0.001", "epochs=2,3"]` -> `{"lr": [0.0005, 0.001], "epochs": [2, 3]}`:
-    each key a knob of `finetune.train` (a task override), each value read as YAML and checked
-    as the task's override would be. Refused before anything is queued, in one line: a task not
-    fine-tuned, an unknown key, a key given twice, an empty list, a value of the wrong type."""
-    params.task(task)  # bad input, naming the registry, where it has no such task
-    if task not in params.requested_tasks():
-        raise InputError(f"task {task!r} is not fine-tuned (finetune.tasks: "
-                         f"{params.finetune.tasks}): add it, e.g. gpt1 set "
-                         f"'finetune.tasks=[{', '.join([*params.requested_tasks(), task])}]'")
+    """`["lr=0.0005,0.001", "epochs=2,3"]` -> `{"lr": [0.0005, 0.001], "epochs": [2, 3]}`, each
+    value read as YAML, then checked as `check_grid` checks a grid. Refused in one line besides:
+    a key given twice, an empty value between commas."""
     if not assignments:
+        params.task(task)  # a task the registry lacks is named before the missing grid
         raise InputError("give the grid as KEY=VALUE,VALUE... (e.g. lr=0.0005,0.001 epochs=2,3)")
     grid: dict[str, list[Any]] = {}
     for item in assignments:
         key, sep, values = item.partition("=")
         if not sep:
             raise InputError(f"{item!r}: expected KEY=VALUE,VALUE... (e.g. lr=0.0005,0.001)")
-        if key not in FinetuneKnobs.model_fields:
-            raise InputError(f"{key!r}: not a fine-tuning knob (the knobs: "
-                             f"{', '.join(FinetuneKnobs.model_fields)})")
         if key in grid:
             raise InputError(f"{key}: given twice; list its values once, comma-separated")
         texts = [text.strip() for text in values.split(",")]
-        if not any(texts):
-            raise InputError(f"{key}: no values; list them comma-separated ({key}=a,b)")
-        if "" in texts:
+        if any(texts) and "" in texts:
             raise InputError(f"{key}={values}: an empty value between commas")
-        read = [parse_assignments([f"{key}={text}"])[key] for text in texts]
-        if len(set(map(repr, read))) != len(read):
-            raise InputError(f"{key}={values}: a value listed twice")
-        for value in read:
+        grid[key] = [parse_assignments([f"{key}={text}"])[key] for text in texts if text]
+    return check_grid(params, task, grid)
+
+
+def check_grid(params: Params, task: str, grid: Mapping[str, Sequence[Any]]
+               ) -> dict[str, list[Any]]:
+    """`grid` (knob -> the values to try) as a plain dict, once each key is a knob of
+    `finetune.train` (a task override) and each value passes the checks the task's override
+    would. Refused before anything is queued, in one line: a task not declared or not
+    fine-tuned, an empty grid, an unknown key, an empty list, a value listed twice or of the
+    wrong type."""
+    params.task(task)  # bad input, naming the registry, where it has no such task
+    if task not in params.requested_tasks():
+        raise InputError(f"task {task!r} is not fine-tuned (finetune.tasks: "
+                         f"{params.finetune.tasks}): add it, e.g. gpt1 set "
+                         f"'finetune.tasks=[{', '.join([*params.requested_tasks(), task])}]'")
+    if not grid:
+        raise InputError("give the grid as KEY=VALUE,VALUE... (e.g. lr=0.0005,0.001 epochs=2,3)")
+    checked: dict[str, list[Any]] = {}
+    for key, values in grid.items():
+        if key not in FinetuneKnobs.model_fields:
+            raise InputError(f"{key!r}: not a fine-tuning knob (the knobs: "
+                             f"{', '.join(FinetuneKnobs.model_fields)})")
+        if isinstance(values, str | bytes) or not isinstance(values, Sequence):
+            raise InputError(f"{key}: {values!r} is no list of values")
+        if not values:
+            raise InputError(f"{key}: no values; list them comma-separated ({key}=a,b)")
+        if len(set(map(repr, values))) != len(values):
+            raise InputError(f"{key}={','.join(map(str, values))}: a value listed twice")
+        for value in values:
             _check_value(params, task, key, value)
-        grid[key] = read
-    return grid
+        checked[key] = list(values)
+    return checked
 
 
 def _check_value(params: Params, task: str, key: str, value: Any) -> None:
@@ -101,50 +122,114 @@ def queue_jobs(n_points: int, cpus: int | None = None) -> int:
     return max(1, min(n_points, cpus // 2))
 
 
-def sweep_table(exp_show: list[dict[str, Any]], task: str, metric: str) -> pl.DataFrame:
-    """The commits of `dvc exp show --json` and their experiments, a row each with the knobs of
-    `task` that differ between them, its headline dev figure (`metric`, the task's first, on
-    its first eval split: median [min, max] over seeds), the majority class and the best
-    marked (each of those that tie); an experiment that failed or has not run shows none."""
-    rows = []
+def run_command(n_points: int, jobs: int | None = None) -> list[str]:
+    """`dvc exp run --run-all -j N`: the queue run in the foreground, `jobs` at a time
+    (`queue_jobs` where not given), each run's log followed until the last one ends."""
+    return ["dvc", "exp", "run", "--run-all", "-j", str(jobs or queue_jobs(n_points))]
+
+
+@dataclass(frozen=True)
+class SweepRun:
+    """A commit or experiment of `dvc exp show`, as a sweep sees it: the knobs it trained with
+    (those its params give where it has not run), DVC's state of it, and its headline dev
+    figure, median [low, high] over `seeds`, beside the majority class; no score where it has
+    not run or failed."""
+
+    name: str
+    knobs: dict[str, Any] = field(default_factory=dict)
+    state: str = "success"  # DVC's executor state: success, queued, running, failed
+    split: str | None = None
+    score: float | None = None
+    low: float | None = None
+    high: float | None = None
+    seeds: int = 0
+    majority: float | None = None
+
+
+def sweep_runs(exp_show: list[dict[str, Any]], task: str, metric: str) -> list[SweepRun]:
+    """The commits of `dvc exp show --json` and their experiments, a `SweepRun` each for `task`
+    and its headline figure `metric` (the task's first, on its first eval split)."""
+    runs = []
     for commit in exp_show:
         if commit.get("rev") == "workspace":
             continue
-        rows.append(_row(commit.get("name") or commit["rev"][:7], commit.get("data"), task,
+        runs.append(_run(commit.get("name") or commit["rev"][:7], commit.get("data"), task,
                          metric))
         for experiment in commit.get("experiments") or []:
+            state = ((experiment.get("executor") or {}).get("state")) or "success"
             for rev in experiment.get("revs", []):
-                rows.append(_row(rev.get("name") or rev["rev"][:7], rev.get("data"), task,
-                                 metric))
-    if not rows:
+                runs.append(_run(rev.get("name") or rev["rev"][:7], rev.get("data"), task,
+                                 metric, "failed" if rev.get("error") else state))
+    if not runs:
         raise InputError("no commit or experiment found: run gpt1 sweep in a git checkout")
-    known = [r["knobs"] for r in rows if r["knobs"]]  # a queued or failed one has none
-    knobs = [key for key in FinetuneKnobs.model_fields
-             if len({repr(k.get(key)) for k in known}) > 1]
-    scores = [r["score"] for r in rows if r["score"] is not None]
-    best = max(scores) if scores else None
-    split = next((r["split"] for r in rows if r["split"]), "dev")
+    return runs
+
+
+def varied_knobs(runs: list[SweepRun]) -> list[str]:
+    """The knobs whose values differ between the runs that have them."""
+    known = [run.knobs for run in runs if run.knobs]  # a queued or failed one has none
+    return [key for key in FinetuneKnobs.model_fields
+            if len({repr(knobs.get(key)) for knobs in known}) > 1]
+
+
+def best(runs: list[SweepRun]) -> list[SweepRun]:
+    """The runs of the highest score (each of those that tie)."""
+    top = max((run.score for run in runs if run.score is not None), default=None)
+    return [run for run in runs if top is not None and run.score == top]
+
+
+def sweep_table(runs: list[SweepRun], metric: str) -> pl.DataFrame:
+    """A row per run: the knobs that differ between them, the score (median [min, max] over
+    seeds), the seeds, the majority class and the best marked `*`."""
+    knobs, top = varied_knobs(runs), best(runs)
+    split = next((run.split for run in runs if run.split), "dev")
     return pl.DataFrame([{
-        "experiment": r["name"],
-        **{key: r["knobs"].get(key) for key in knobs},
-        f"{metric} ({split})": "" if r["score"] is None else
-        f"{r['score']:.1f}" + ("" if r["seeds"] <= 1 else f" [{r['low']:.1f}, {r['high']:.1f}]"),
-        "seeds": r["seeds"],
-        "majority class": "" if r["majority"] is None else f"{r['majority']:.1f}",
-        "best": "*" if r["score"] is not None and r["score"] == best else "",
-    } for r in rows], infer_schema_length=None)
+        "experiment": run.name,
+        **{key: run.knobs.get(key) for key in knobs},
+        f"{metric} ({split})": (run.state if run.state != "success" else "")
+        if run.score is None else
+        f"{run.score:.1f}" + ("" if run.seeds <= 1 else f" [{run.low:.1f}, {run.high:.1f}]"),
+        "seeds": run.seeds,
+        "majority class": "" if run.majority is None else f"{run.majority:.1f}",
+        "best": "*" if run in top else "",
+    } for run in runs], infer_schema_length=None)
 
 
-def _row(name: str, data: dict[str, Any] | None, task: str, metric: str) -> dict[str, Any]:
-    """One commit's or experiment's knobs for `task` and its figures of `metric` (None where
-    its metrics file for the task is absent: not run, failed, queued). The knobs are those its
+def table_text(table: pl.DataFrame) -> str:
+    """The table as markdown, every row and column, without polars' dtypes and shape."""
+    with pl.Config(tbl_formatting="ASCII_MARKDOWN", tbl_hide_column_data_types=True,
+                   tbl_hide_dataframe_shape=True, tbl_rows=-1, tbl_cols=-1,
+                   tbl_width_chars=200):
+        return str(table)
+
+
+def plot_sweep(runs: list[SweepRun], task: str, metric: str, path: Path) -> None:
+    """The runs that have a score as `plot_points` draws them: each labelled by its name and
+    the knobs that differ, the best marked."""
+    knobs, top = varied_knobs(runs), best(runs)
+    scored = [run for run in runs if run.score is not None]
+    if not scored:
+        raise InputError(f"no experiment of {task} has a dev score yet: nothing to plot")
+    points = [Point(label="\n".join([run.name, " ".join(f"{key}={run.knobs.get(key)}"
+                                                        for key in knobs)]).strip(),
+                    median=run.score, low=run.low, high=run.high, majority=run.majority,
+                    best=run in top)
+              for run in scored]
+    split = next((run.split for run in runs if run.split), "dev")
+    plot_points(points, f"{task}: {metric} ({split}) per experiment", path)
+
+
+def _run(name: str, data: dict[str, Any] | None, task: str, metric: str,
+         state: str = "success") -> SweepRun:
+    """One commit's or experiment's knobs for `task` and its figures of `metric` (none where
+    its metrics file for the task is absent, or DVC's `state` of it is not success: an
+    experiment queued, running or failed holds its baseline's metrics). The knobs are those its
     metrics file says the run trained with, else (not run yet) those its params.yaml gives.
     DVC's JSON keeps a metrics file's numbers and mappings, not its lists: the seeds are
     counted from `by_seed`."""
-    row: dict[str, Any] = {"name": name, "knobs": {}, "split": None, "score": None,
-                           "low": None, "high": None, "seeds": 0, "majority": None}
     if not data:
-        return row
+        return SweepRun(name, state=state)
+    knobs: dict[str, Any] = {}
     raw = ((data.get("params") or {}).get(PARAMS_FILE) or {}).get("data")
     if raw:
         try:
@@ -152,18 +237,18 @@ def _row(name: str, data: dict[str, Any] | None, task: str, metric: str) -> dict
         except ParamsError:  # an experiment of params this code no longer reads: no knobs
             params = None
         if params is not None and task in params.tasks:
-            knobs = params.finetune.for_task(params.tasks[task], params.finetune.seeds[0])
-            row["knobs"] = knobs.model_dump(exclude={"seed"})
+            trained = params.finetune.for_task(params.tasks[task], params.finetune.seeds[0])
+            knobs = trained.model_dump(exclude={"seed"})
     metrics = ((data.get("metrics") or {}).get(f"metrics/finetune/{task}.json") or {}).get("data")
-    if not metrics or not metrics.get("run"):
-        return row
+    if state != "success" or not metrics or not metrics.get("run"):
+        return SweepRun(name, knobs, state)
     if isinstance(metrics.get("knobs"), dict):
-        row["knobs"] = metrics["knobs"]
+        knobs = metrics["knobs"]
     score = metrics.get(metric)  # the first eval split's figures are at the file's top
-    if isinstance(score, int | float) and math.isfinite(score):
-        row.update(split=metrics.get("split"), score=float(score),
-                   low=float(metrics.get(f"{metric}_min", score)),
-                   high=float(metrics.get(f"{metric}_max", score)),
-                   seeds=len(metrics.get("by_seed") or {}),
-                   majority=metrics.get(f"majority_{metric}"))
-    return row
+    if not isinstance(score, int | float) or not math.isfinite(score):
+        return SweepRun(name, knobs)
+    return SweepRun(name, knobs, split=metrics.get("split"), score=float(score),
+                    low=float(metrics.get(f"{metric}_min", score)),
+                    high=float(metrics.get(f"{metric}_max", score)),
+                    seeds=len(metrics.get("by_seed") or {}),
+                    majority=metrics.get(f"majority_{metric}"))

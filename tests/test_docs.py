@@ -1,6 +1,7 @@
 """README.md and docs/*.md against the code: every command, flag, module, make target, DVC stage
 and params key they name exists, every relative link resolves, the README's DAG names every stage
-group, and docs/benchmarks.md is what `python -m bench.pages` writes today."""
+group, and docs/benchmarks.md is what `python -m bench.pages` writes today. The walkthroughs
+(docs/your-data.md, docs/experiments.md) run as written."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ from gpt1 import dag
 from gpt1.cli import app
 from gpt1.config import ParamsError, load_params, read_yaml
 from gpt1.presets.edit import available, load_preset, parse_assignments, set_keys
-from tests.conftest import copy_repo, only_sst2, run
+from tests.conftest import Reproduced, copy_repo, dvc, only_sst2, run
 from tests.own_tables import write_example
 
 REPO = Path(__file__).resolve().parents[1]
@@ -471,3 +472,93 @@ def test_your_data_walkthrough_runs_as_written(tmp_path: Path) -> None:
         assert cells[1] == "accuracy" and float(cells[5]) > 0 and cells[6] == "", row
     label = ast.literal_eval(printed.strip())[0]["label"]  # the python block's print
     assert label in ("negative", "positive")
+
+
+# --- docs/experiments.md, run -------------------------------------------------------------------
+
+EXPERIMENTS = REPO / "docs" / "experiments.md"
+GIT_IDENTITY = {"GIT_AUTHOR_NAME": "gpt1 tests", "GIT_AUTHOR_EMAIL": "test@gpt1.local",
+                "GIT_COMMITTER_NAME": "gpt1 tests", "GIT_COMMITTER_EMAIL": "test@gpt1.local"}
+
+
+def _experiments(repo: Path) -> dict[str, dict]:
+    """The baseline commit's experiments, by name: their params.yaml and finetune metrics of
+    SST-2, as `dvc exp show --json` gives them."""
+    shown = json.loads(dvc("exp", "show", "--json", cwd=repo).stdout)
+    baseline = next(commit for commit in shown if commit["rev"] != "workspace")
+    return {rev["name"]: {
+        "overrides": rev["data"]["params"]["params.yaml"]["data"]["tasks"]["sst2"]["overrides"],
+        "metrics": rev["data"]["metrics"]["metrics/finetune/sst2.json"]["data"]}
+        for exp in baseline.get("experiments") or [] for rev in exp["revs"]}
+
+
+@pytest.mark.e2e
+def test_the_experiments_page_runs_as_written(reproduced: Reproduced) -> None:
+    """Every bash block of docs/experiments.md, in order, on the shared tiny pipeline: one
+    named experiment, then a 2x2 grid queued by `gpt1 sweep` and run two at a time by DVC in
+    its temporary workspaces. Each experiment's metrics come from a run with its own knobs
+    (two at once lose nothing); the table and the figure show them all, the best marked;
+    `dvc plots diff` draws their curves; the winner is applied and committed, the rest
+    removed. Then DVC's run cache: a removed point run again is restored, not retrained."""
+    repo = reproduced.repo
+    blocks = RUN_BLOCK.findall(EXPERIMENTS.read_text(encoding="utf-8"))
+    assert [kind for kind, _ in blocks] == ["bash"] * 5
+    commit, one, grid, show, apply = (
+        lambda body=body: run(["bash", "-euo", "pipefail", "-c", body], repo, env=GIT_IDENTITY,
+                              timeout=1200) for _, body in blocks)
+    commit()
+    one()
+    swept = grid()
+    assert "queued 4 experiments of finetune@sst2; run them: dvc exp run --run-all -j " \
+        in swept.stdout
+    assert "Failed" not in swept.stdout + swept.stderr, swept.stdout + swept.stderr
+
+    experiments = _experiments(repo)
+    assert len(experiments) == 5, sorted(experiments)
+    for name, exp in experiments.items():  # each ran with its own knobs, alone or two at once
+        assert {**exp["metrics"]["knobs"], **exp["overrides"]} == exp["metrics"]["knobs"], name
+        assert exp["metrics"]["run"] and exp["metrics"]["accuracy"] >= 0, name
+    assert experiments["sst2-lr-small"]["overrides"] == {"lr": 0.0005}
+    assert sorted((e["overrides"]["lr"], e["overrides"]["epochs"]) for n, e in
+                  experiments.items() if n != "sst2-lr-small") == [
+        (0.0005, 2), (0.0005, 3), (0.002, 2), (0.002, 3)]
+
+    printed = show().stdout.splitlines()
+    table = [line for line in printed if line.startswith("|")][:8]
+    header = [cell.strip() for cell in table[0].strip("|").split("|")]
+    assert header == ["experiment", "lr", "epochs", "accuracy (dev)", "seeds",
+                      "majority class", "best"], table[0]
+    rows = {cells[0]: cells for cells in ([cell.strip() for cell in line.strip("|").split("|")]
+                                          for line in table[2:])}
+    assert set(rows) == {"master", *experiments}
+    for name, exp in experiments.items():
+        assert float(rows[name][3]) == round(exp["metrics"]["accuracy"], 1), rows[name]
+        assert rows[name][5] == f"{exp['metrics']['majority_accuracy']:.1f}", rows[name]
+    top = max(float(cells[3]) for cells in rows.values())
+    assert {n for n, cells in rows.items() if cells[-1] == "*"} == {
+        n for n, cells in rows.items() if float(cells[3]) == top}  # ties: each
+    assert (repo / "sweep-sst2.png").read_bytes()[:4] == b"\x89PNG"
+    page = (repo / "dvc_plots" / "index.html").read_text(encoding="utf-8")
+    assert all(name in page for name in experiments)  # each run's curve, on one page
+
+    winner = experiments["sst2-lr-small"]["metrics"]
+    apply()
+    params = read_yaml((repo / "params.yaml").read_text(encoding="utf-8"))
+    assert params["tasks"]["sst2"]["overrides"] == {"lr": 0.0005}
+    applied = json.loads((repo / "metrics" / "finetune" / "sst2.json").read_text())
+    assert applied["accuracy"] == winner["accuracy"] and applied["knobs"] == winner["knobs"]
+    assert run(["git", "log", "-1", "--format=%s"], repo).stdout.strip() == "sst2: lr 0.0005"
+    assert run(["git", "status", "--porcelain", "--untracked-files=no"], repo).stdout == ""
+    assert dvc("exp", "list", "--name-only", cwd=repo).stdout.strip() == ""
+    assert "up to date" in dvc("status", "finetune@sst2", cwd=repo).stdout
+
+    # a point of the removed sweep, run again: restored from DVC's run cache, not retrained
+    point = next(e for n, e in experiments.items() if e["overrides"] == {"lr": 0.002,
+                                                                          "epochs": 2})
+    again = dvc("exp", "run", "-S", "++tasks.sst2.overrides.lr=0.002",
+                "-S", "++tasks.sst2.overrides.epochs=2", "finetune@sst2", cwd=repo)
+    assert "Stage 'finetune@sst2' is cached - skipping run" in again.stdout + again.stderr, \
+        again.stdout
+    rerun = json.loads((repo / "metrics" / "finetune" / "sst2.json").read_text())
+    assert (rerun["accuracy"], rerun["knobs"]) == (point["metrics"]["accuracy"],
+                                                   point["metrics"]["knobs"])

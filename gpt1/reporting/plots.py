@@ -4,6 +4,7 @@ pretraining)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import matplotlib
@@ -17,6 +18,19 @@ Curve = list[tuple[int, float]]  # (epoch, value); (step, value) for the zero-sh
 Band = tuple[int, float, float, float]  # (layers transferred, median, min, max) over seeds
 TrunkCurves = dict[str, dict[str, Curve]]  # trunk -> task -> curve
 LINE_STYLES = {"solid": "-", "dashed": "--", "dotted": ":", "dash-dotted": "-."}  # per trunk
+
+
+@dataclass(frozen=True)
+class Point:
+    """A labelled score: its median and [low, high] over seeds, the majority class's score
+    beside it (None: unknown), and whether it is (one of) the best."""
+
+    label: str
+    median: float
+    low: float | None = None
+    high: float | None = None
+    majority: float | None = None
+    best: bool = False
 
 
 
@@ -167,3 +181,22 @@ def plot_finetune(tasks: dict[str, dict[str, Bar | float]], path: Path) -> None:
     axes.set_ylabel("dev score (headline metric)")
     axes.legend(fontsize="small")
     _save(fig, "Fine-tuning: ours beside the baselines and the paper", path)
+
+
+def plot_points(points: list[Point], title: str, path: Path) -> None:
+    """One row per point, top to bottom: its median as a dot with a bar from low to high, the
+    majority class as a grey tick on the same row, the best in a colour of its own."""
+    fig, axes = plt.subplots(figsize=(7, 1.2 + 0.55 * len(points)), constrained_layout=True)
+    rows = range(len(points))[::-1]
+    for row, point in zip(rows, points, strict=True):
+        low = point.median if point.low is None else point.low
+        high = point.median if point.high is None else point.high
+        axes.errorbar(point.median, row, xerr=[[point.median - low], [high - point.median]],
+                      fmt="o", capsize=4, color="tab:orange" if point.best else "tab:blue")
+        if point.majority is not None:
+            axes.plot(point.majority, row, marker="|", markersize=14, color="grey")
+    axes.set_yticks(list(rows), [point.label for point in points], fontsize="small")
+    axes.set_xlabel("dev score: median, min-max over seeds (grey: majority class; "
+                    "orange: best)")
+    axes.grid(axis="x", alpha=0.3)
+    _save(fig, title, path)

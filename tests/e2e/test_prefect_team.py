@@ -228,7 +228,7 @@ def team(reproduced: Reproduced, tmp_path: Path, postgres: str) -> Iterator[Team
         team = Team(tiny_repo, env, tmp_path)
         team.prefect("work-pool", "create", POOL, "--type", "process")
         deployed = team.prefect("deploy", "--all", "--no-prompt")
-        for name in ("full-pipeline/team", "finetune/team", "predict/team"):
+        for name in ("full-pipeline/team", "finetune/team", "predict/team", "sweep/team"):
             assert f"Deployment '{name}' successfully created" in deployed.stdout, deployed.stdout
             # the checkout is each worker's: named by its environment when a run starts
             pull = team.api(f"/deployments/name/{name}")["pull_steps"]

@@ -137,7 +137,8 @@ def _one_line(proc: subprocess.CompletedProcess, starts: str) -> str:
 @pytest.mark.parametrize("args", [
     ["flows.full_pipeline", "--force"], ["flows.finetune", "sst2", "--forced"],
     ["flows.predict", "sst2", "new.csv", "--output", "x"], ["flows.serve", "--port", "4300"],
-], ids=["full_pipeline", "finetune", "predict", "serve"])
+    ["flows.sweep", "sst2", "lr=0.1", "--parallel", "2"],
+], ids=["full_pipeline", "finetune", "predict", "serve", "sweep"])
 def test_an_unknown_argument_is_refused(tmp_path: Path, args: list[str]) -> None:
     """`python -m flows.full_pipeline --force` ran the whole pipeline, unforced."""
     proc = _flow(args, tmp_path, PREFECT_API_URL=_closed_url())
@@ -147,8 +148,9 @@ def test_an_unknown_argument_is_refused(tmp_path: Path, args: list[str]) -> None
 
 
 @pytest.mark.parametrize("args", [["flows.finetune", "nonexistent"],
-                                  ["flows.predict", "nonexistent", "new.csv"]],
-                         ids=["finetune", "predict"])
+                                  ["flows.predict", "nonexistent", "new.csv"],
+                                  ["flows.sweep", "nonexistent", "lr=0.1"]],
+                         ids=["finetune", "predict", "sweep"])
 def test_an_unknown_task_is_one_line_before_any_run(tmp_path: Path, args: list[str]) -> None:
     shutil.copy(REPO / "params.yaml", tmp_path / "params.yaml")
     proc = _flow(args, tmp_path, PREFECT_API_URL=_closed_url())

@@ -73,7 +73,7 @@ class Served:
             if all(self.prefect("deployment", "inspect", name, check=False,
                                 timeout=60).returncode == 0
                    for name in ("full-pipeline/default", "finetune/default",
-                                "predict/default")):
+                                "predict/default", "sweep/default")):
                 return
             time.sleep(1)
         pytest.fail(f"deployments not served in {timeout} s:\n{self.log.read_text()}")
