@@ -488,7 +488,8 @@ def _experiments(repo: Path) -> dict[str, dict]:
     baseline = next(commit for commit in shown if commit["rev"] != "workspace")
     return {rev["name"]: {
         "overrides": rev["data"]["params"]["params.yaml"]["data"]["tasks"]["sst2"]["overrides"],
-        "metrics": rev["data"]["metrics"]["metrics/finetune/sst2.json"]["data"]}
+        "metrics": rev["data"]["metrics"]["metrics/finetune/sst2.json"]["data"],
+        "record": rev["data"]["metrics"]["metrics/stages/finetune/sst2.json"]["data"]}
         for exp in baseline.get("experiments") or [] for rev in exp["revs"]}
 
 
@@ -518,6 +519,9 @@ def test_the_experiments_page_runs_as_written(reproduced: Reproduced) -> None:
     for name, exp in experiments.items():  # each ran with its own knobs, alone or two at once
         assert {**exp["metrics"]["knobs"], **exp["overrides"]} == exp["metrics"]["knobs"], name
         assert exp["metrics"]["run"] and exp["metrics"]["accuracy"] >= 0, name
+        assert exp["record"]["stage"] == "finetune@sst2", name
+    # each experiment's stage record is its own run's
+    assert len({exp["record"]["finished"] for exp in experiments.values()}) == 5
     assert experiments["sst2-lr-small"]["overrides"] == {"lr": 0.0005}
     assert sorted((e["overrides"]["lr"], e["overrides"]["epochs"]) for n, e in
                   experiments.items() if n != "sst2-lr-small") == [
@@ -562,3 +566,5 @@ def test_the_experiments_page_runs_as_written(reproduced: Reproduced) -> None:
     rerun = json.loads((repo / "metrics" / "finetune" / "sst2.json").read_text())
     assert (rerun["accuracy"], rerun["knobs"]) == (point["metrics"]["accuracy"],
                                                    point["metrics"]["knobs"])
+    record = json.loads((repo / "metrics" / "stages" / "finetune" / "sst2.json").read_text())
+    assert record["finished"] == point["record"]["finished"]  # the grid's run, restored
