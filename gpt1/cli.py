@@ -270,7 +270,7 @@ def sweep(
         with input_errors():
             runs = sweep_runs(json.loads(shown.stdout), task, spec.metrics[0])
             if plot is not None:
-                plot_sweep(runs, task, spec.metrics[0], plot)
+                plot_sweep(runs, spec.title, spec.metrics[0], plot)
         typer.echo(table_text(sweep_table(runs, spec.metrics[0])))
         if plot is not None:
             typer.echo(f"drawn: {plot}")

@@ -203,20 +203,20 @@ def table_text(table: pl.DataFrame) -> str:
         return str(table)
 
 
-def plot_sweep(runs: list[SweepRun], task: str, metric: str, path: Path) -> None:
-    """The runs that have a score as `plot_points` draws them: each labelled by its name and
-    the knobs that differ, the best marked."""
+def plot_sweep(runs: list[SweepRun], title: str, metric: str, path: Path) -> None:
+    """The runs that have a score as `plot_points` draws them, under the task's `title`: each
+    labelled by its name and the knobs that differ, the best marked."""
     knobs, top = varied_knobs(runs), best(runs)
     scored = [run for run in runs if run.score is not None]
     if not scored:
-        raise InputError(f"no experiment of {task} has a dev score yet: nothing to plot")
+        raise InputError(f"no experiment of {title} has a dev score yet: nothing to plot")
     points = [Point(label="\n".join([run.name, " ".join(f"{key}={run.knobs.get(key)}"
                                                         for key in knobs)]).strip(),
                     median=run.score, low=run.low, high=run.high, majority=run.majority,
                     best=run in top)
               for run in scored]
     split = next((run.split for run in runs if run.split), "dev")
-    plot_points(points, f"{task}: {metric} ({split}) per experiment", path)
+    plot_points(points, f"{title}: {metric} ({split}) per experiment", path)
 
 
 def _run(name: str, data: dict[str, Any] | None, task: str, metric: str,
