@@ -26,6 +26,10 @@ from gpt1.presets.edit import parse_assignments
 from gpt1.reporting.plots import Point, plot_points
 
 PARAMS_FILE = "params.yaml"
+# characters a YAML plain scalar cannot hold inside a flow mapping: DVC's -S writes a string
+# value unquoted, and a `device: cuda:1` in `{lr: 0.1, device: cuda:1}` leaves params.yaml
+# unreadable after the grid's first point is queued
+FLOW_INDICATORS = frozenset(":,[]{}#")
 
 
 def parse_grid(params: Params, task: str, assignments: list[str]) -> dict[str, list[Any]]:
@@ -76,6 +80,11 @@ def check_grid(params: Params, task: str, grid: Mapping[str, Sequence[Any]]
             raise InputError(f"{key}={','.join(map(str, values))}: a value listed twice")
         for value in values:
             _check_value(params, task, key, value)
+            if isinstance(value, str) and FLOW_INDICATORS & set(value):
+                raise InputError(
+                    f"{key}={value!r}: DVC's -S writes it unquoted into params.yaml, which "
+                    f"breaks where the task's entry is a flow mapping ({{...}}); set it with "
+                    f"gpt1 set and sweep the other knobs")
         checked[key] = list(values)
     return checked
 

@@ -60,6 +60,9 @@ def test_the_queue_command_is_dvcs_own_grid() -> None:
     ("sst2", ["epochs=2.5"], "epochs=2.5: Input should be a valid integer"),
     ("sst2", ["epochs=0"], "epochs=0: Input should be greater than 0"),
     ("sst2", ["lr=0.1,0.1"], "lr=0.1,0.1: a value listed twice"),
+    ("sst2", ["device=cpu,cuda:1"], "device='cuda:1': DVC's -S writes it unquoted into "
+                                    "params.yaml, which breaks where the task's entry is a "
+                                    "flow mapping"),
     ("sst2", ["lr=0.1", "lr=0.2"], "lr: given twice; list its values once, comma-separated"),
     ("sst2", ["lr"], "'lr': expected KEY=VALUE,VALUE... (e.g. lr=0.0005,0.001)"),
     ("sst2", [], "give the grid as KEY=VALUE,VALUE..."),
