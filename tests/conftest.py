@@ -83,14 +83,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     minutes); the end-to-end tests that build their own follow (minutes each: no long test
     starts last), then the short tests; the other users of the shared pipeline come last. So
     while one xdist worker builds it, the other has work of its own, rather than waiting on the
-    build's lock with a test that needs it."""
-    def order(item: pytest.Item) -> int:
+    build's lock with a test that needs it. Within each of these, the tests marked `long` (a
+    minute or more) start first: one of them started last would leave the other worker idle."""
+    def group(item: pytest.Item) -> int:
         if "reproduced_once" in getattr(item, "fixturenames", ()):  # direct, or by `reproduced`
             return 3
         return 1 if item.get_closest_marker("e2e") is not None else 2
 
-    items.sort(key=order)
-    builder = next((i for i, item in enumerate(items) if order(item) == 3), None)
+    items.sort(key=lambda item: (group(item), item.get_closest_marker("long") is None))
+    builder = next((i for i, item in enumerate(items) if group(item) == 3), None)
     if builder is not None:
         items.insert(0, items.pop(builder))
 

@@ -429,6 +429,7 @@ RUN_BLOCK = re.compile(r"^```(bash|python)\n(.*?)^```", re.M | re.S)
 
 
 @pytest.mark.e2e
+@pytest.mark.long
 def test_your_data_walkthrough_runs_as_written(tmp_path: Path) -> None:
     """Every bash and python block of docs/your-data.md, in order, in a fresh copy of the
     repository (the tiny preset, the analyses cut to SST-2) on the files the page describes,
@@ -494,6 +495,7 @@ def _experiments(repo: Path) -> dict[str, dict]:
 
 
 @pytest.mark.e2e
+@pytest.mark.long
 def test_the_experiments_page_runs_as_written(reproduced: Reproduced) -> None:
     """Every bash block of docs/experiments.md, in order, on the shared tiny pipeline: one
     named experiment, then a 2x2 grid queued by `gpt1 sweep` and run two at a time by DVC in

@@ -63,6 +63,7 @@ def metrics_of(repo: Path, task: str) -> dict:
     return json.loads((repo / "metrics" / "finetune" / f"{task}.json").read_text())
 
 
+@pytest.mark.long
 def test_dvc_repro_end_to_end(reproduced: Reproduced) -> None:
     tiny_repo, heldout = reproduced.repo, HELD_OUT_BOOK
     params = load_params(tiny_repo / "params.yaml")

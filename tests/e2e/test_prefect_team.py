@@ -254,6 +254,7 @@ def team(reproduced: Reproduced, tmp_path: Path, postgres: str) -> Iterator[Team
             assert group_gone(proc.pid), f"{proc.args} left processes in its group behind"
 
 
+@pytest.mark.long
 def test_two_workers_run_each_flow_run_once_and_take_turns_on_a_checkout(team: Team) -> None:
     # the server answers no one without the auth string (its health check aside), and takes no
     # POST without a CSRF token

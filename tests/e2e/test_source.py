@@ -35,6 +35,7 @@ def _use(repo: Path, source: str, folder: Path | str) -> None:
     edit_params(repo, **{"pretrain.source": source, "pretrain.source_dir": str(folder)})
 
 
+@pytest.mark.long
 def test_fine_tunes_from_a_release_then_pretrains_again(tiny_repo: Path, shared_data: Path,
                                                          tmp_path: Path) -> None:
     vocab = shared_data / "openai-gpt1"

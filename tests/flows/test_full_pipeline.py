@@ -86,6 +86,7 @@ def assert_truthful_status(repo: Path) -> None:
         assert f"{done}:" not in status, status
 
 
+@pytest.mark.long
 def test_cancelled_and_crashed_runs_recover(tiny_repo: Path, tmp_path: Path,
                                             prefect_api: str) -> None:
     """A run cancelled during pretraining (SIGTERM to the flow run, as Prefect cancels) and one

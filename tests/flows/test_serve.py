@@ -135,6 +135,7 @@ def without_seconds(metrics: object) -> object:
     return metrics
 
 
+@pytest.mark.long
 def test_deployments_run_from_the_cli(served: Served) -> None:
     repo = served.repo
     # the UI's pages call the API of the server flows.serve started, on its port: Prefect's

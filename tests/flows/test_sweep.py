@@ -25,6 +25,7 @@ pytestmark = pytest.mark.e2e
 GIT = ["git", "-c", "user.email=test@gpt1.local", "-c", "user.name=gpt1 tests"]
 
 
+@pytest.mark.long
 def test_the_flow_runs_a_grid_as_dvc_experiments(reproduced: Reproduced, prefect_api: str,
                                                  tmp_path: Path) -> None:
     repo = reproduced.repo
