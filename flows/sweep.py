@@ -34,14 +34,13 @@ class ExperimentsFailed(RuntimeError):
     """Experiments of the sweep failed in DVC's queue."""
 
 
-def _dvc(command: list[str], root: Path, log: bool = True) -> str:
-    """`dvc <args>` in `root`, its output logged line by line as it comes (with `log`); returns
-    it. A DVC that fails raises, with its last lines. Stopping the flow run (cancel, Ctrl-C)
-    stops the queue's workers and the experiments they run, as `dvc queue stop --kill` does."""
+def _dvc(command: list[str], root: Path) -> None:
+    """`dvc <args>` in `root`, its output logged line by line as it comes. A DVC that fails
+    raises, with its last lines. Stopping the flow run (cancel, Ctrl-C) stops the queue's
+    workers and the experiments they run, as `dvc queue stop --kill` does."""
     logger = get_run_logger()
     cmd = [sys.executable, "-m", "dvc", *command[1:]]
-    if log:
-        logger.info("$ %s", " ".join(command))
+    logger.info("$ %s", " ".join(command))
     proc = subprocess.Popen(cmd, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, bufsize=1)
     lines: list[str] = []
@@ -49,8 +48,7 @@ def _dvc(command: list[str], root: Path, log: bool = True) -> str:
         assert proc.stdout is not None
         for line in proc.stdout:
             lines.append(line.rstrip())
-            if log:
-                logger.info(line.rstrip())
+            logger.info(line.rstrip())
         proc.wait()
     except BaseException:
         proc.terminate()
@@ -64,14 +62,18 @@ def _dvc(command: list[str], root: Path, log: bool = True) -> str:
     if proc.returncode:
         raise RuntimeError(f"{' '.join(command)} exited {proc.returncode}:\n"
                            + "\n".join(lines[-20:]))
-    return "\n".join(lines)
+
+
+def _dvc_output(args: list[str], root: Path) -> str:
+    """What `dvc <args>` in `root` prints (a query: nothing to log or to stop)."""
+    return subprocess.run([sys.executable, "-m", "dvc", *args], cwd=root, capture_output=True,
+                          text=True, check=True).stdout
 
 
 def _failed(root: Path) -> set[str]:
     """The queue's failed entries (`dvc queue status`: task, name, created, status), as
     `task name`."""
-    status = subprocess.run([sys.executable, "-m", "dvc", "queue", "status"], cwd=root,
-                            capture_output=True, text=True, check=True).stdout
+    status = _dvc_output(["queue", "status"], root)
     return {" ".join(line.split()[:2]) for line in status.splitlines()
             if line.split()[-1:] == ["Failed"]}
 
@@ -110,7 +112,7 @@ def sweep(task: str, grid: dict[str, list[Any]], jobs: int | None = None) -> lis
         queue(task, checked, root)
         run_queue(n_points, jobs, root)
         failed = sorted(_failed(root) - failed_before)
-        shown = _dvc(["dvc", "exp", "show", "--json"], root, log=False)
+        shown = _dvc_output(["exp", "show", "--json"], root)
     metric = params.tasks[task].metrics[0]
     table = sweep_table(sweep_runs(json.loads(shown), task, metric), metric)
     print(f"{task}'s experiments:\n{table_text(table)}")  # the table on lines of its own

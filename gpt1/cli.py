@@ -241,6 +241,7 @@ def sweep(
         plot_sweep,
         points,
         queue_command,
+        queue_jobs,
         run_command,
         sweep_runs,
         sweep_table,
@@ -279,9 +280,10 @@ def sweep(
     if subprocess.run(command, cwd=params.parent, check=False).returncode:
         raise typer.Exit(1)
     n = len(points(grid_values))
+    jobs = queue_jobs(n)
     typer.echo(f"queued {n} experiment{'s' if n > 1 else ''} of finetune@{task}; run them: "
-               f"{shlex.join(run_command(n))} (in the background: dvc queue start -j "
-               f"{run_command(n)[-1]}); then: gpt1 sweep {task} --show")
+               f"{shlex.join(run_command(n, jobs))} (in the background: dvc queue start -j "
+               f"{jobs}); then: gpt1 sweep {task} --show")
 
 
 task_app = typer.Typer(no_args_is_help=True, help="Your own fine-tuning tasks in params.yaml.")
